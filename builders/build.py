@@ -1,0 +1,73 @@
+"""``python -m builders.build <corpus> [options]``: build a corpus release (bundled sample when no input is given)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from .core.config import ConfigError
+from .corpora import CORPORA, DESCRIPTIONS, CorpusNotBuilt
+from .corpora import load as load_corpus
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("build options")
+    g.add_argument("--out", default=".", help="release goes to OUT/<corpus>/ (default: current directory)")
+    g.add_argument("--work-dir", default=None, help="caches and shards (default: OUT/.work/<corpus>)")
+    g.add_argument("--config", default=None, help="YAML file of config overrides")
+    g.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any config key (repeatable), e.g. --set sim_threshold=0.8")
+    g.add_argument("--engine", choices=("local", "ray"), default="local", help="runner (default: local)")
+    g.add_argument("--workers", type=int, default=1, help="worker processes / Ray actors (default: 1)")
+    g.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
+    g.add_argument("--limit", type=int, default=None, help="only the first N videos (trial builds)")
+    g.add_argument("--fresh", action="store_true", help="ignore and delete this corpus's caches first")
+    g.add_argument("--shard-size", type=int, default=None, help="rows per work shard")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    g.add_argument("-q", "--quiet", action="store_true", help="no summary table")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m builders.build",
+        description="Build a corpus release from raw inputs (the bundled sample when no input is given).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="corpora:\n" + "\n".join(f"  {k:<11} {v}" for k, v in DESCRIPTIONS.items()))
+    sub = parser.add_subparsers(dest="corpus", metavar="corpus", required=True)
+    for name in CORPORA:
+        p = sub.add_parser(name, help=DESCRIPTIONS[name], description=DESCRIPTIONS[name])
+        _common(p)
+        if CORPORA[name] is not None:
+            load_corpus(name).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        corpus = load_corpus(args.corpus)
+    except CorpusNotBuilt as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from .core.driver import BuildEmpty, run_build
+
+    try:
+        summary = run_build(corpus, args)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except BuildEmpty as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    if not args.quiet:
+        print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Corpus configs: dataclasses of paper defaults, overridden by ``--config file.yaml`` and ``--set key=value``.
+
+Unknown keys, unreadable files and values of the wrong type are errors raised before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config file or override that cannot be applied."""
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {p} is not valid YAML: {e}") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping of key: value, got {type(data).__name__}")
+    return data
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``["a=1", "b=[x, y]"]`` -> ``{"a": 1, "b": ["x", "y"]}`` (values parsed as YAML scalars/lists)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: cannot parse the value: {e}") from e
+    return out
+
+
+def _coerce(name: str, value: Any, hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(name, value, a)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(f"{name}: {value!r} matches none of {hint}")
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        inner = args[0] if args else Any
+        items = [_coerce(name, v, inner) for v in value]
+        return tuple(items) if origin is tuple else items
+    if hint is Any:
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}: expected true/false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{name}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
+    """Return a copy of dataclass ``cfg`` with ``overrides`` applied and type-checked."""
+    hints = typing.get_type_hints(type(cfg))
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ConfigError(f"unknown config key(s) for {type(cfg).__name__}: {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(fields))}")
+    changes = {k: _coerce(k, v, hints[k]) for k, v in overrides.items()}
+    new = dataclasses.replace(cfg, **changes)
+    validate = getattr(new, "validate", None)
+    if validate is not None:
+        validate()
+    return new
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}

@@ -1,0 +1,324 @@
+"""The build report: one self-contained ``report.html`` beside a release (ARCHITECTURE.md "Release").
+
+Headline numbers, the per-step funnel (table + bar chart), kept/dropped by reason, the paper comparison, and
+histograms of segments per video, words per step, segment durations and video durations, each with its mean.
+Plots are matplotlib (Agg, imported lazily) PNGs inlined as base64; CSS is inline; every text that comes from
+data or statistics is HTML-escaped. Works on an empty build (no videos kept): the plots say "no data".
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_report", "render_report"]
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
+main{max-width:1100px;margin:0 auto;padding:24px}
+h1{font-size:1.7em;margin:0 0 4px} h2{font-size:1.25em;margin:32px 0 12px;border-bottom:2px solid #dde2ea;padding-bottom:4px}
+.sub{color:#5a6478;margin:0 0 20px}
+.cards{display:flex;flex-wrap:wrap;gap:12px}
+.card{background:#fff;border-radius:8px;padding:12px 16px;box-shadow:0 1px 3px rgba(0,0,0,.08);min-width:150px}
+.card .v{font-size:1.6em;font-weight:600} .card .k{color:#5a6478;font-size:.85em}
+table{border-collapse:collapse;background:#fff;box-shadow:0 1px 3px rgba(0,0,0,.08);margin:8px 0;font-size:.92em}
+th,td{padding:6px 10px;border-bottom:1px solid #eceff4;text-align:left} td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#eef1f6}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:16px}
+figure{margin:0;background:#fff;border-radius:8px;padding:8px;box-shadow:0 1px 3px rgba(0,0,0,.08)}
+figure img{width:100%;height:auto} figcaption{color:#5a6478;font-size:.85em;padding:4px}
+.nodata{background:#fff;border:1px dashed #b8c0cc;border-radius:8px;padding:28px;text-align:center;color:#7a8499}
+.flag{color:#a33;font-weight:600} .ok{color:#2a7a3a}
+"""
+
+_BLUE, _ORANGE, _GREEN, _RED = "#4c72b0", "#dd8452", "#55a868", "#c44e52"
+
+
+def _e(x: Any) -> str:
+    """HTML-escape any value that comes from data or statistics."""
+    return html.escape(str(x), quote=True)
+
+
+def _mpl(x: Any) -> str:
+    """A label safe for matplotlib: ``$`` would start mathtext."""
+    return str(x).replace("$", r"\$")
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        if x.is_integer() and abs(x) >= 1000:
+            return f"{int(x):,}"
+        return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.1f}"
+    return _e(x)
+
+
+def _figure(width: float = 7.0, height: float = 3.6):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _img(b64: str, alt: str, caption: str) -> str:
+    return (
+        f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{b64}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _nodata(what: str) -> str:
+    return f'<div class="nodata">{_e(what)}: no data</div>'
+
+
+def _histogram(values: Sequence[float], *, title: str, xlabel: str, unit: str = "", integer: bool = False) -> str:
+    """A histogram with the mean drawn and written on it (``<figure>`` HTML), or a "no data" box."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not vals:
+        return _nodata(title)
+    import numpy as np
+
+    arr = np.asarray(vals, dtype=float)
+    mean = float(arr.mean())
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    lo, hi = float(arr.min()), float(arr.max())
+    if integer:
+        bins = np.arange(math.floor(lo), math.floor(hi) + 2) - 0.5
+        if len(bins) > 61:
+            bins = 60
+    else:
+        bins = min(60, max(5, int(math.sqrt(arr.size)) * 2))
+    ax.hist(arr, bins=bins, color=_BLUE, edgecolor="white")
+    ax.axvline(mean, color=_RED, linestyle="--", linewidth=1.5)
+    ax.text(
+        0.98,
+        0.95,
+        f"mean = {mean:.2f}{unit}\nmedian = {float(np.median(arr)):.2f}{unit}\nn = {arr.size:,}",
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=9,
+        bbox=dict(boxstyle="round", facecolor="white", edgecolor="#cccccc"),
+    )
+    ax.set_title(_mpl(title))
+    ax.set_xlabel(_mpl(xlabel))
+    ax.set_ylabel("count")
+    return _img(_png(fig), title, f"{title}: mean {mean:.2f}{unit} over {arr.size:,} values")
+
+
+def _funnel_chart(steps: Mapping[str, Mapping[str, Any]]) -> str:
+    names = list(steps)
+    if not names:
+        return _nodata("rows per step")
+    import numpy as np
+
+    rows_in = [int(steps[n].get("rows_in") or 0) for n in names]
+    kept = [int(steps[n].get("kept") or 0) for n in names]
+    fig = _figure(7.0, max(3.0, 0.9 + 0.55 * len(names)))
+    ax = fig.add_subplot(1, 1, 1)
+    y = np.arange(len(names))
+    ax.barh(y - 0.2, rows_in, height=0.4, color="#b8c4d9", label="rows in")
+    ax.barh(y + 0.2, kept, height=0.4, color=_BLUE, label="kept")
+    for yi, k, r in zip(y, kept, rows_in):
+        ax.text(k, yi + 0.2, f" {k:,} ({(100.0 * k / r if r else 0):.0f}%)", va="center", fontsize=8)
+    ax.set_yticks(y, [_mpl(n) for n in names])
+    ax.invert_yaxis()
+    ax.set_xlabel("rows")
+    ax.set_title("rows in and kept per step")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.margins(x=0.18)
+    mean_keep = sum(100.0 * k / r for k, r in zip(kept, rows_in) if r) / max(1, sum(1 for r in rows_in if r))
+    ax.text(0.99, 0.02, f"mean keep rate per step = {mean_keep:.1f}%", transform=ax.transAxes, ha="right",
+            va="bottom", fontsize=8, color="#444444")
+    return _img(_png(fig), "rows per step", "rows in vs kept per step, in pipeline order")
+
+
+def _reasons_chart(drops: Mapping[str, int], kept_final: int | None) -> str:
+    items = sorted(((str(k), int(v)) for k, v in drops.items() if v), key=lambda kv: (-kv[1], kv[0]))
+    if kept_final is None and not items:
+        return _nodata("kept and dropped by reason")
+    labels = ([("kept (release)", kept_final)] if kept_final is not None else []) + items
+    colors = ([_GREEN] if kept_final is not None else []) + [_ORANGE] * len(items)
+    fig = _figure(7.0, max(2.6, 0.9 + 0.4 * len(labels)))
+    ax = fig.add_subplot(1, 1, 1)
+    ys = list(range(len(labels)))
+    vals = [v for _, v in labels]
+    ax.barh(ys, vals, color=colors)
+    for yi, v in zip(ys, vals):
+        ax.text(v, yi, f" {v:,}", va="center", fontsize=8)
+    ax.set_yticks(ys, [_mpl(k) for k, _ in labels])
+    ax.invert_yaxis()
+    ax.set_xlabel("rows")
+    ax.set_title("kept and dropped, by reason")
+    ax.margins(x=0.15)
+    total_drop = sum(v for _, v in items)
+    mean_drop = total_drop / len(items) if items else 0.0
+    ax.text(0.99, 0.02, f"dropped total = {total_drop:,}; mean per reason = {mean_drop:,.1f}",
+            transform=ax.transAxes, ha="right", va="bottom", fontsize=8, color="#444444")
+    return _img(_png(fig), "kept and dropped by reason", "rows kept in the release and rows dropped per named reason")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> str:
+    """``header`` and ``rows`` hold already-escaped HTML strings."""
+    th = "".join(f'<th class="{"n" if n else ""}">{h}</th>' for h, n in zip(header, numeric))
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"n" if n else ""}">{c}</td>' for c, n in zip(r, numeric)) + "</tr>" for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fmt_map(d: Mapping[str, Any] | None) -> str:
+    if not d:
+        return ""
+    return ", ".join(f"{_e(k)}: {_num(v)}" for k, v in sorted(d.items(), key=lambda kv: (-(kv[1] or 0), str(kv[0]))))
+
+
+def _words(text: Any) -> int:
+    return len(str(text or "").split())
+
+
+def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapping[str, Any]]) -> str:
+    """The report as an HTML string (see ``write_report``)."""
+    steps: Mapping[str, Mapping[str, Any]] = stats.get("steps") or {}
+    drops: Mapping[str, int] = stats.get("drops") or {}
+    counters: Mapping[str, int] = stats.get("counters") or {}
+    release: Mapping[str, Mapping[str, int]] = stats.get("release") or {}
+    quantities: Mapping[str, Mapping[str, Any]] = stats.get("quantities") or {}
+    corpus = stats.get("corpus", "")
+
+    segs = [s for v in videos for s in (v.get("segments") or [])]
+    n_segments = len(segs)
+    release_rows = {cfg: sum(int(n) for n in splits.values()) for cfg, splits in release.items()}
+    first_in = int(next(iter(steps.values())).get("rows_in") or 0) if steps else None
+    main_cfg = "default" if "default" in release else next(iter(release), None)
+    kept_final = sum(int(n) for n in release[main_cfg].values()) if main_cfg is not None else None
+
+    parts: list[str] = []
+    parts.append(f"<h1>{_e(title)}</h1>")
+    parts.append(f'<p class="sub">corpus <b>{_e(corpus)}</b> · {len(steps)} steps · build report</p>')
+
+    cards = []
+    if first_in is not None:
+        cards.append(("rows into the first step", _num(first_in)))
+    cards.append(("videos in this report", _num(len(videos))))
+    cards.append(("kept segments", _num(n_segments)))
+    cards.append(("rows dropped", _num(sum(int(v) for v in drops.values()))))
+    for cfg, n in release_rows.items():
+        cards.append((f"release: {cfg}", _num(n)))
+    total_s = sum(float(st.get("seconds") or 0.0) for st in steps.values())
+    cards.append(("build time (steps)", f"{total_s:,.1f} s"))
+    parts.append(
+        '<div class="cards">'
+        + "".join(f'<div class="card"><div class="v">{v}</div><div class="k">{_e(k)}</div></div>' for k, v in cards)
+        + "</div>"
+    )
+
+    parts.append("<h2>Funnel: rows per step</h2>")
+    if steps:
+        rows = []
+        for name, st in steps.items():
+            r_in, k = int(st.get("rows_in") or 0), int(st.get("kept") or 0)
+            rows.append(
+                [
+                    _e(name),
+                    _e(st.get("pipeline", "")),
+                    _num(r_in),
+                    _num(k),
+                    f"{100.0 * k / r_in:.1f}%" if r_in else "–",
+                    _fmt_map(st.get("dropped")),
+                    _fmt_map(st.get("counters")),
+                    f"{float(st.get('seconds') or 0.0):.2f}",
+                    f"{_num(st.get('cached_shards', 0))}/{_num(st.get('shards', 0))}",
+                ]
+            )
+        parts.append(
+            _table(
+                ["step", "pipeline", "rows in", "kept", "kept %", "dropped by reason", "counters", "seconds",
+                 "cached/shards"],
+                rows,
+                [False, False, True, True, True, False, False, True, True],
+            )
+        )
+    parts.append(f'<div class="grid">{_funnel_chart(steps)}{_reasons_chart(drops, kept_final)}</div>')
+
+    parts.append("<h2>Drops and counters</h2>")
+    drop_rows = [[_e(k), _num(v)] for k, v in sorted(drops.items(), key=lambda kv: (-(kv[1] or 0), str(kv[0])))]
+    parts.append(_table(["drop reason", "rows"], drop_rows, [False, True]) if drop_rows else _nodata("drops"))
+    ctr_rows = [[_e(k), _num(v)] for k, v in sorted(counters.items(), key=lambda kv: str(kv[0]))]
+    parts.append(_table(["counter", "count"], ctr_rows, [False, True]) if ctr_rows else _nodata("counters"))
+
+    parts.append("<h2>Release</h2>")
+    rel_rows = [[_e(cfg), _e(split), _num(n)] for cfg, splits in release.items() for split, n in splits.items()]
+    parts.append(_table(["config", "split", "rows"], rel_rows, [False, False, True]) if rel_rows else _nodata("release"))
+
+    parts.append("<h2>This build vs the paper</h2>")
+    if quantities:
+        q_rows = []
+        for name, q in quantities.items():
+            flag = str(q.get("flag") or "")
+            flag_html = f'<span class="flag">{_e(flag)}</span>' if flag and flag.lower() != "ok" else (
+                f'<span class="ok">{_e(flag)}</span>' if flag else ""
+            )
+            q_rows.append([_e(name), _num(q.get("value")), _num(q.get("paper")), flag_html])
+        parts.append(_table(["quantity", "this build", "paper", "flag"], q_rows, [False, True, True, False]))
+    else:
+        parts.append(_nodata("paper comparison"))
+
+    parts.append("<h2>Distributions of the kept data</h2>")
+    seg_counts = [len(v.get("segments") or []) for v in videos]
+    words = [_words(s.get("text")) for s in segs]
+    seg_durs = [float(s["end"]) - float(s["start"]) for s in segs if s.get("end") is not None and s.get("start") is not None]
+    vid_durs = [float(v["duration"]) for v in videos if v.get("duration") is not None]
+    parts.append(
+        '<div class="grid">'
+        + _histogram(seg_counts, title="segments per video", xlabel="kept segments in a video", integer=True)
+        + _histogram(words, title="words per step", xlabel="words in a kept segment's text", integer=True)
+        + _histogram(seg_durs, title="segment durations", xlabel="end - start (s)", unit=" s")
+        + _histogram(vid_durs, title="video durations", xlabel="video duration (s)", unit=" s")
+        + "</div>"
+    )
+
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{_e(title)}</title>"
+        f"<style>{_CSS}</style></head><body><main>\n" + "\n".join(parts) + "\n</main></body></html>\n"
+    )
+
+
+def write_report(
+    path: str | os.PathLike, *, title: str, stats: Mapping[str, Any], videos: Sequence[Mapping[str, Any]]
+) -> Path:
+    """Write ``report.html`` at ``path`` (hidden temp file + rename). ``stats`` is the runner's statistics dict
+    (``corpus``, ``drops``, ``counters``, ``steps``, ``release``, ``quantities``); ``videos`` are rows of the
+    ``default`` config (``segments`` with ``start``/``end``/``text``, ``duration``). Returns the path.
+    """
+    path = Path(path)
+    text = render_report(title=title, stats=stats, videos=list(videos))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

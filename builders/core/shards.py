@@ -1,0 +1,86 @@
+"""Work-directory shards: rows, drops and per-shard statistics written atomically, read back lazily.
+
+A finished shard ``part-00003`` of a stage is three files: ``part-00003.parquet`` (kept rows),
+``part-00003.drops.parquet`` and ``part-00003.stats.json``, the last written last, so its presence marks the
+shard complete (a killed build leaves no half shard behind: files are written to hidden temp names, then renamed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .records import DROP_FIELDS, Drop, Row
+
+DROP_SCHEMA = pa.schema([(f, pa.string()) for f in DROP_FIELDS])
+
+
+def _atomic_parquet(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def write_json_file(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, sort_keys=True, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def shard_name(i: int) -> str:
+    return f"part-{i:05d}"
+
+
+def write_shard(stage_dir: Path, i: int, rows: list[Row], drops: list[Drop], stats: dict[str, Any]) -> None:
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    base = stage_dir / shard_name(i)
+    _atomic_parquet(pa.Table.from_pylist(rows) if rows else pa.table({}), base.with_suffix(".parquet"))
+    dtable = pa.Table.from_pylist([d.as_dict() for d in drops], schema=DROP_SCHEMA)
+    _atomic_parquet(dtable, Path(f"{base}.drops.parquet"))
+    write_json_file(Path(f"{base}.stats.json"), stats)
+
+
+def shard_done(stage_dir: Path, i: int) -> bool:
+    return (stage_dir / f"{shard_name(i)}.stats.json").exists()
+
+
+def read_rows(stage_dir: Path, i: int, columns: list[str] | None = None) -> list[Row]:
+    path = stage_dir / f"{shard_name(i)}.parquet"
+    table = pq.read_table(path)
+    if table.num_columns == 0:
+        return []
+    if columns is not None:
+        table = table.select([c for c in columns if c in table.column_names])
+    return table.to_pylist()
+
+
+def read_drops(stage_dir: Path, i: int) -> list[dict[str, str]]:
+    return pq.read_table(stage_dir / f"{shard_name(i)}.drops.parquet").to_pylist()
+
+
+def read_stats(stage_dir: Path, i: int) -> dict[str, Any]:
+    return json.loads((stage_dir / f"{shard_name(i)}.stats.json").read_text(encoding="utf-8"))
+
+
+class StageData:
+    """The complete output of one stage: ``n`` shards in ``stage_dir``."""
+
+    def __init__(self, stage_dir: Path, n: int):
+        self.dir = Path(stage_dir)
+        self.n = n
+
+    def rows(self, columns: list[str] | None = None) -> Iterator[Row]:
+        for i in range(self.n):
+            yield from read_rows(self.dir, i, columns)
+
+    def drops(self) -> Iterator[dict[str, str]]:
+        for i in range(self.n):
+            yield from read_drops(self.dir, i)
+
+    def __repr__(self) -> str:
+        return f"StageData({str(self.dir)!r}, n={self.n})"

@@ -1,0 +1,582 @@
+"""The Sieve & Swap corpus (Batra et al., ECCV 2024; ../shared/papers/004_7a7f59c04c52b84c.txt §4, supp. A.2, E.1).
+
+Two pipelines (specs/sieve_swap.md §3):
+
+* ``recipes``: RecipeNLG rows -> cleaned recipe database R (§3.2) with title and body content lemmas;
+* ``videos``: HowTo100M metadata -> video corpus V (§3.1) -> title sieve V¹ (Eq. 5) -> content sieve V² and the
+  train/validation split (§3.4) -> swap (Eq. 6-7) -> merge (supp. A.2).
+
+``release`` turns the final rows into the ``default``, ``raw_asr`` and ``recipes`` configs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from .. import __version__ as TOOLKIT_VERSION
+from ..core.records import Count, Drop, Out, Row
+from ..core.step import FitInputs, Pipeline, Source, Step
+from ..ops import merge as merge_ops
+from ..ops import sieve as sieve_ops
+from ..ops import swap as swap_ops
+from ..ops.text import clean, has_alpha
+from ..sources import exclusions, howto100m, recipenlg, transcripts
+from .sieve_swap_config import SieveSwapConfig
+
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "sieve_swap"
+SAMPLE_INPUTS = {
+    "videos": SAMPLE_DIR / "HowTo100M_v1.csv",
+    "tasks": SAMPLE_DIR / "task_ids.csv",
+    "titles": SAMPLE_DIR / "video_titles.csv",
+    "durations": SAMPLE_DIR / "video_durations.csv",
+    "transcripts": SAMPLE_DIR / "raw_caption.json",
+    "recipes": SAMPLE_DIR / "recipes.csv",
+}
+SAMPLE_EXCLUDE = SAMPLE_DIR / "exclude_ids.txt"
+REQUIRED_INPUTS = ("videos", "transcripts", "recipes")
+INPUT_KEYS = ("videos", "tasks", "titles", "durations", "transcripts", "recipes")
+
+
+def resolve_inputs(cfg: SieveSwapConfig) -> tuple[SieveSwapConfig, bool]:
+    """With no input given use the bundled sample; otherwise require videos, transcripts and recipes.
+
+    Every given path must exist: a missing input is an error before any work starts.
+    """
+    import dataclasses
+
+    given = {k: getattr(cfg, k) for k in INPUT_KEYS if getattr(cfg, k)}
+    if not given:
+        cfg = dataclasses.replace(cfg, **{k: str(v) for k, v in SAMPLE_INPUTS.items()},
+                                  exclude=list(cfg.exclude) or [str(SAMPLE_EXCLUDE)])
+        sample = True
+    else:
+        missing = [k for k in REQUIRED_INPUTS if k not in given]
+        if missing:
+            raise FileNotFoundError("sieve_swap needs --" + ", --".join(missing) +
+                                    " when any input is given (give none to build the bundled sample)")
+        sample = False
+    for key in (*INPUT_KEYS, "exclude"):
+        paths = getattr(cfg, key)
+        for p in ([paths] if isinstance(paths, str) else list(paths or [])):
+            if not Path(p).exists():
+                raise FileNotFoundError(f"--{key}: {p} does not exist")
+    return cfg, sample
+
+
+# ============================================================================ recipes pipeline (§3.2)
+class RecipeNLGSource(Source):
+    """RecipeNLG ``full_dataset.csv`` streamed row by row (spec §2.4)."""
+
+    name = "read_recipes"
+    config_keys = ("recipes",)
+
+    def input_paths(self) -> list[Path]:
+        return [Path(self.cfg.recipes)]
+
+    def read(self) -> Iterator[Row | Drop | Count]:
+        yield from recipenlg.read_recipenlg(self.cfg.recipes)
+
+
+class RecipeClean(Step):
+    """Clean titles and steps; drop recipes with no title or no step of >= ``min_step_chars`` characters."""
+
+    name = "recipe_clean"
+    config_keys = ("min_step_chars",)
+    id_field = "recipe_id"
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            title = clean(r["title"])
+            steps = [s for s in (clean(d) for d in r["directions"]) if len(s) >= self.cfg.min_step_chars]
+            if not title or not has_alpha(title):
+                out.drop(r["recipe_id"], "no_title", repr(r["title"])[:80])
+            elif not steps:
+                out.drop(r["recipe_id"], "no_directions", f"{len(r['directions'])} raw steps")
+            else:
+                out.keep({**r, "title": title, "directions": steps})
+
+
+def _dedup_key(r: Row) -> str:
+    from ..core.fingerprint import hash_obj
+
+    return hash_obj(" ".join(r["title"].casefold().split()), r["directions"])
+
+
+class RecipeDedup(Step):
+    """Exact duplicates (casefolded, whitespace-collapsed title and same cleaned steps) keep the lowest id (§3.2)."""
+
+    name = "recipe_dedup"
+    id_field = "recipe_id"
+    config_keys = ()
+
+    def fit(self, inputs: FitInputs) -> dict[str, int]:
+        first: dict[str, int] = {}
+        for r in inputs.data.rows(["recipe_id", "title", "directions"]):
+            k = _dedup_key(r)
+            if k not in first or r["recipe_id"] < first[k]:
+                first[k] = r["recipe_id"]
+        return first
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            keeper = self.state[_dedup_key(r)]
+            if keeper != r["recipe_id"]:
+                out.drop(r["recipe_id"], "duplicate_recipe", f"duplicate of recipe {keeper}")
+            else:
+                out.keep(r)
+
+
+class RecipeLemmas(Step):
+    """``title_lemmas(r) = content_lemmas(title) - generic_words``, ``body_lemmas(r)`` over all steps (§3.2)."""
+
+    name = "recipe_lemmas"
+    id_field = "recipe_id"
+    config_keys = ("generic_words", "spacy_model")
+
+    def setup(self, state: Any) -> None:
+        from ..models.nlp import ContentLemmatizer
+
+        self.lemmatize = ContentLemmatizer(self.cfg.spacy_model)
+        self.generic = self.cfg.generic_word_set()
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        titles = self.lemmatize([r["title"] for r in rows])
+        bodies = self.lemmatize([" ".join(r["directions"]) for r in rows])
+        for r, t, b in zip(rows, titles, bodies):
+            out.keep({**r, "title_lemmas": sorted(t - self.generic), "body_lemmas": sorted(b)})
+
+
+# ============================================================================ videos pipeline (§3.1, §3.3-3.6)
+class HowTo100MSource(Source):
+    """HowTo100M metadata joined with task names, titles and durations (spec §2.1-2.2)."""
+
+    name = "read_metadata"
+    config_keys = ("videos", "tasks", "titles", "durations", "limit")
+
+    def input_paths(self) -> list[Path]:
+        return [Path(p) for p in (self.cfg.videos, self.cfg.tasks, self.cfg.titles, self.cfg.durations) if p]
+
+    def read(self) -> Iterator[Row | Drop | Count]:
+        cfg = self.cfg
+        tasks: dict[int, str] = {}
+        titles: dict[str, str] = {}
+        durations: dict[str, float] = {}
+        if cfg.tasks:
+            tasks, bad = howto100m.read_task_ids(cfg.tasks)
+            yield from bad
+        if cfg.titles:
+            titles, bad = howto100m.read_titles(cfg.titles)
+            yield from bad
+        if cfg.durations:
+            durations, bad = howto100m.read_durations(cfg.durations)
+            yield from bad
+        n = 0
+        for rec in howto100m.read_metadata(cfg.videos):
+            if cfg.limit is not None and n >= cfg.limit:
+                break
+            n += 1
+            if isinstance(rec, Drop):
+                yield rec
+                continue
+            vid = rec["video_id"]
+            task_name = tasks.get(rec["task_id"])
+            if task_name is None:
+                yield Count("unknown_task_id")
+                task_name = ""
+            title = titles.get(vid)
+            duration = durations.get(vid)
+            yield {
+                **rec,
+                "task_name": task_name,
+                "title": title if title else task_name,
+                "title_source": "youtube_title" if title else "task_name",
+                "duration": duration,
+                "duration_source": "metadata" if duration is not None else "asr_last_end",
+            }
+
+
+class CookingFilter(Step):
+    """§3.1 step 1: keep ``category_1`` in ``cooking_categories`` (paper §4.2: all HowTo100M cooking videos)."""
+
+    name = "cooking_filter"
+    id_field = "video_id"
+    config_keys = ("cooking_categories",)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            if r["category_1"] in self.cfg.cooking_categories:
+                out.keep(r)
+            else:
+                out.drop(r["video_id"], "not_cooking", r["category_1"])
+
+
+class ExclusionFilter(Step):
+    """§3.1 step 2: drop excluded ids (YouCook2, paper supp. E.1) and later duplicate rows of a video id."""
+
+    name = "exclusion_filter"
+    id_field = "video_id"
+    config_keys = ("exclude",)
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        first: dict[str, int] = {}
+        for r in inputs.data.rows(["video_id", "_ord"]):
+            first[r["video_id"]] = min(first.get(r["video_id"], r["_ord"]), r["_ord"])
+        return {"first": first, "excluded": exclusions.read_exclusion_ids(self.cfg.exclude)}
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            vid = r["video_id"]
+            if vid in self.state["excluded"]:
+                out.drop(vid, "excluded_id")
+            elif self.state["first"][vid] != r["_ord"]:
+                out.drop(vid, "duplicate_video_row", f"row {r['_ord']} repeats row {self.state['first'][vid]}")
+            else:
+                out.keep(r)
+
+
+class LoadTranscript(Step):
+    """Attach the raw ASR segments (spec §2.3). Errors are recorded on the row and turned into drops by
+    ``clean_transcript``, after the duration and task-size filters, so those count videos as the paper does.
+    A video with no metadata duration gets the last ASR end (``duration_source = asr_last_end``)."""
+
+    name = "load_transcript"
+    id_field = "video_id"
+    config_keys = ("transcripts",)
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        path = Path(self.cfg.transcripts)
+        if path.is_file():  # split the big raw_caption.json once into one small file per video (cached)
+            wanted = {r["video_id"] for r in inputs.data.rows(["video_id"])}
+            from ..core.fingerprint import file_fingerprint
+
+            root = Path(inputs.work_dir) / "raw_captions" / file_fingerprint(path)["sha256"][:16]
+            transcripts.split_raw_captions(path, root, wanted)
+            return {"kind": "raw", "root": str(root)}
+        return {"kind": "whisperx", "root": str(path)}
+
+    def setup(self, state: Any) -> None:
+        self.state = state
+        if state["kind"] == "raw":
+            self.store = transcripts.RawCaptionStore(state["root"])
+        else:
+            self.store = transcripts.WhisperXStore(state["root"])
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        source = "howto100m_raw_caption" if self.state["kind"] == "raw" else "whisperx"
+        for r in rows:
+            row = {**r, "asr_source": source, "asr_raw": [], "asr_error": "", "asr_language": None}
+            try:
+                t = self.store.get(r["video_id"])
+            except transcripts.TranscriptError as e:
+                row["asr_error"] = f"{e.reason}: {e}"
+            else:
+                row["asr_raw"] = [{"start": s, "end": e_, "text": x} for s, e_, x in t.segments]
+                row["asr_language"] = t.language
+                if t.length_mismatch:
+                    out.count("caption_length_mismatch")
+                ends = [e_ for _, e_, _ in t.segments if isinstance(e_, float) and math.isfinite(e_)]
+                if row["duration"] is None and ends:
+                    row["duration"] = max(ends)
+                    out.count("duration_from_asr_last_end")
+            out.keep(row)
+
+
+class DurationFilter(Step):
+    """§3.1 step 3: keep ``duration <= max_duration_s`` (paper §4.2: "a maximum duration of 10 minutes")."""
+
+    name = "duration_filter"
+    id_field = "video_id"
+    config_keys = ("max_duration_s",)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            d = r["duration"]
+            if d is not None and d > self.cfg.max_duration_s:
+                out.drop(r["video_id"], "too_long", f"{d:.1f} s ({r['duration_source']})")
+            else:
+                out.keep(r)
+
+
+class TaskSizeFilter(Step):
+    """§3.1 step 4: keep tasks with >= ``min_videos_per_task`` videos surviving steps 1-3 (paper §4.2: "a minimum
+    of five videos per cooking category"). The result is the paper's corpus V."""
+
+    name = "task_size_filter"
+    id_field = "video_id"
+    config_keys = ("min_videos_per_task",)
+
+    def fit(self, inputs: FitInputs) -> dict[int, int]:
+        return dict(Counter(r["task_id"] for r in inputs.data.rows(["task_id"])))
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            n = self.state.get(r["task_id"], 0)
+            if n < self.cfg.min_videos_per_task:
+                out.drop(r["video_id"], "small_task", f"task {r['task_id']} has {n} videos")
+            else:
+                out.keep(r)
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class CleanTranscript(Step):
+    """§3.1 step 5: ``clean`` each segment, remove empty / ``end <= start`` / NaN segments (``bad_segment``),
+    sort by start, clip ends to the duration; optional English check (off by default: the paper has none)."""
+
+    name = "clean_transcript"
+    id_field = "video_id"
+    config_keys = ("require_english",)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            if r["asr_error"]:
+                reason, _, detail = r["asr_error"].partition(": ")
+                out.drop(r["video_id"], reason, detail)
+                continue
+            segs = []
+            bad = 0
+            for s in r["asr_raw"]:
+                start, end, text = s["start"], s["end"], clean(s["text"] or "")
+                if not (_finite(start) and _finite(end)) or end <= start:
+                    bad += 1
+                    continue
+                if not text or not has_alpha(text):
+                    continue  # non-speech tag or garbled line: nothing to swap
+                segs.append({"start": float(start), "end": float(end), "text": text})
+            out.count("bad_segment", bad)
+            segs.sort(key=lambda s: (s["start"], s["end"]))
+            duration = r["duration"]
+            if duration is not None:
+                segs = [{**s, "end": min(s["end"], duration)} for s in segs if s["start"] < duration]
+            if not segs:
+                out.drop(r["video_id"], "empty_transcript", f"{len(r['asr_raw'])} raw segments")
+                continue
+            if self.cfg.require_english:
+                lang = r["asr_language"]
+                if not lang:
+                    import py3langid
+
+                    lang = py3langid.classify(" ".join(s["text"] for s in segs))[0]
+                if lang != "en":
+                    out.drop(r["video_id"], "non_english_transcript", f"language {lang}")
+                    continue
+            row = {k: v for k, v in r.items() if k not in ("asr_raw", "asr_error", "asr_language")}
+            out.keep({**row, "asr_segments": segs, "num_asr_segments": len(segs)})
+
+
+class _RecipeIndexStep(Step):
+    """Shared fit for the two sieves: the recipe database as a lemma vocabulary, title index and body matrix."""
+
+    side_inputs = ("recipes",)
+
+    def fit(self, inputs: FitInputs) -> Any:
+        ids, titles, bodies = [], [], []
+        for r in inputs.side["recipes"].rows(["recipe_id", "title_lemmas", "body_lemmas"]):
+            ids.append(r["recipe_id"])
+            titles.append(r["title_lemmas"])
+            bodies.append(r["body_lemmas"])
+        vocab = sieve_ops.LemmaVocab()
+        title_ids = [vocab.encode(t) for t in titles]
+        body_ids = [vocab.encode(b) for b in bodies]
+        rid = np.asarray(ids, dtype=np.int64)
+        return {"vocab": vocab, "recipe_ids": rid,
+                "titles": sieve_ops.TitleIndex(rid, title_ids, vocab_size=len(vocab)),
+                "bodies": sieve_ops.BodyMatrix(body_ids, vocab_size=len(vocab))}
+
+    def setup(self, state: Any) -> None:
+        from ..models.nlp import ContentLemmatizer
+
+        self.state = state
+        self.lemmatize = ContentLemmatizer(self.cfg.spacy_model)
+        self.row_of = {int(r): i for i, r in enumerate(state["recipe_ids"])}
+
+
+class TitleSieve(_RecipeIndexStep):
+    """Eq. 5: pair each video with the recipes whose title shares a content lemma (generic words removed)."""
+
+    name = "title_sieve"
+    id_field = "video_id"
+    config_keys = ("generic_words", "title_match", "title_min_shared", "max_title_candidates", "spacy_model")
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        generic = self.cfg.generic_word_set()
+        vocab: sieve_ops.LemmaVocab = self.state["vocab"]
+        for r, lem in zip(rows, self.lemmatize([r["title"] for r in rows])):
+            lemmas = sorted(lem - generic)
+            if not lemmas:
+                out.drop(r["video_id"], "no_title_content_words", r["title"][:120])
+                continue
+            cand_rows, shared, truncated = self.state["titles"].candidates(
+                vocab.encode(lemmas, add=False), mode=self.cfg.title_match, min_shared=self.cfg.title_min_shared,
+                max_candidates=self.cfg.max_title_candidates)
+            if truncated:
+                out.count("title_candidates_truncated")
+            if len(cand_rows) == 0:
+                out.drop(r["video_id"], "no_title_match", " ".join(lemmas)[:120])
+                continue
+            out.count("title_pairs", len(cand_rows))
+            out.keep({**r, "title_lemmas": lemmas,
+                      "candidate_recipe_ids": self.state["recipe_ids"][cand_rows].tolist()})
+
+
+class ContentSieve(_RecipeIndexStep):
+    """§3.4 (paper §4.2 "Sieving Videos"): keep pairs with token-IoU >= 0.1 and token-recall >= 0.3 over content
+    lemmas of the whole transcript vs the recipe's steps; split validation iff max IoU >= 0.2."""
+
+    name = "content_sieve"
+    id_field = "video_id"
+    config_keys = ("iou_threshold", "recall_threshold", "val_iou_threshold", "spacy_model")
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        vocab: sieve_ops.LemmaVocab = self.state["vocab"]
+        texts = [" ".join(s["text"] for s in r["asr_segments"]) for r in rows]
+        for r, lem in zip(rows, self.lemmatize(texts)):
+            cand = np.asarray([self.row_of[i] for i in r["candidate_recipe_ids"]], dtype=np.int64)
+            iou, recall = self.state["bodies"].scores(cand, vocab.encode(lem, add=False), video_size=len(lem))
+            keep = sieve_ops.content_sieve(iou, recall, self.cfg.iou_threshold, self.cfg.recall_threshold)
+            if not keep.any():
+                best = int(np.argmax(iou)) if len(iou) else -1
+                detail = f"best iou {iou[best]:.3f} recall {recall[best]:.3f}" if best >= 0 else "no candidates"
+                out.drop(r["video_id"], "content_sieve_failed", detail)
+                continue
+            ids = np.asarray(r["candidate_recipe_ids"], dtype=np.int64)[keep]
+            k_iou, k_rec = iou[keep], recall[keep]
+            order = np.lexsort((ids, -k_iou))  # token_iou desc, then recipe id
+            max_iou = float(k_iou.max())
+            out.count("kept_pairs", int(keep.sum()))
+            row = {k: v for k, v in r.items() if k != "candidate_recipe_ids"}
+            out.keep({**row, "recipe_ids": ids[order].tolist(),
+                      "recipe_token_iou": k_iou[order].astype(float).tolist(),
+                      "recipe_token_recall": k_rec[order].astype(float).tolist(),
+                      "max_token_iou": max_iou,
+                      "split": sieve_ops.split_for(max_iou, self.cfg.val_iou_threshold)})
+
+
+class Swap(Step):
+    """Eq. 6-7: replace each ASR segment by its nearest recipe step (cosine of sentence embeddings, MPNet in the
+    paper) when the similarity is >= lambda_sim = 0.75; discard it otherwise. The pool is every step of R²
+    (``global``, literal Eq. 6) or the video's own kept recipes (``paired``)."""
+
+    name = "swap"
+    id_field = "video_id"
+    side_inputs = ("recipes",)
+    uses_model = True
+    config_keys = ("embedding_model", "sim_threshold", "top_k", "retrieval_pool")
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        from ..models.embedding_cache import EmbeddingCache, encode_cached
+        from ..models.text_encoder import SentenceEncoder
+
+        r2 = set()
+        for r in inputs.data.rows(["recipe_ids"]):
+            r2.update(r["recipe_ids"])
+        rids, sidx, texts = [], [], []
+        recipes = sorted((r for r in inputs.side["recipes"].rows(["recipe_id", "directions"])
+                          if r["recipe_id"] in r2), key=lambda r: r["recipe_id"])
+        for r in recipes:
+            for j, step in enumerate(r["directions"]):
+                rids.append(r["recipe_id"])
+                sidx.append(j)
+                texts.append(step)
+        cache_path = str(Path(inputs.work_dir) / "embeddings.sqlite")
+        encoder = SentenceEncoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+        keys = encode_cached(encoder, texts, EmbeddingCache(cache_path))
+        return {"keys": keys, "recipe_ids": np.asarray(rids, dtype=np.int64),
+                "step_index": np.asarray(sidx, dtype=np.int32), "texts": texts, "cache_path": cache_path,
+                "model_id": encoder.model_id}
+
+    def setup(self, state: Any) -> None:
+        from ..models.embedding_cache import EmbeddingCache
+        from ..models.text_encoder import SentenceEncoder
+
+        self.state = state
+        self.encoder = SentenceEncoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+        self.cache = EmbeddingCache(state["cache_path"])
+
+    def _search(self, queries: np.ndarray, pool_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        keys = self.state["keys"] if pool_rows is None else self.state["keys"][pool_rows]
+        sims, idx = swap_ops.topk_search(queries, keys, self.cfg.top_k, self.cfg.search_block_queries,
+                                         self.cfg.search_block_keys)
+        if pool_rows is not None:
+            idx = np.where(idx >= 0, pool_rows[np.maximum(idx, 0)], -1)
+        return sims, idx
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ..models.embedding_cache import encode_cached
+
+        st = self.state
+        texts = [s["text"] for r in rows for s in r["asr_segments"]]
+        emb = encode_cached(self.encoder, texts, self.cache)
+        if self.cfg.retrieval_pool == "global":
+            sims, idx = self._search(emb, None)
+        offset = 0
+        provenance = {
+            "builder_version": TOOLKIT_VERSION, "embedding_model": st["model_id"],
+            "sim_threshold": self.cfg.sim_threshold, "iou_threshold": self.cfg.iou_threshold,
+            "recall_threshold": self.cfg.recall_threshold, "val_iou_threshold": self.cfg.val_iou_threshold,
+            "title_match": self.cfg.title_match, "retrieval_pool": self.cfg.retrieval_pool, "top_k": self.cfg.top_k}
+        for r in rows:
+            n = len(r["asr_segments"])
+            if self.cfg.retrieval_pool == "global":
+                v_sims, v_idx = sims[offset:offset + n], idx[offset:offset + n]
+            else:
+                pool_rows = np.flatnonzero(np.isin(st["recipe_ids"], np.asarray(r["recipe_ids"], dtype=np.int64)))
+                v_sims, v_idx = self._search(emb[offset:offset + n], pool_rows)
+            offset += n
+            keep = swap_ops.swap_decisions(v_sims[:, 0], self.cfg.sim_threshold)
+            kept, discarded = [], []
+            for j, seg in enumerate(r["asr_segments"]):
+                if not keep[j]:
+                    discarded.append(j)
+                    continue
+                cands = [{"text": st["texts"][c], "recipe_id": int(st["recipe_ids"][c]),
+                          "step_index": int(st["step_index"][c]), "similarity": float(s)}
+                         for s, c in zip(v_sims[j], v_idx[j]) if c >= 0]
+                top = cands[0]
+                kept.append({"start": seg["start"], "end": seg["end"], "text": top["text"],
+                             "recipe_id": top["recipe_id"], "step_index": top["step_index"],
+                             "similarity": top["similarity"], "candidates": cands, "asr_text": seg["text"],
+                             "asr_index": j})
+            out.count("segments_swapped", len(kept))
+            out.count("segments_discarded", len(discarded))
+            if not kept:
+                best = float(v_sims[:, 0].max()) if n else float("nan")
+                out.drop(r["video_id"], "no_swapped_segments", f"best similarity {best:.3f} of {n} segments")
+                continue
+            out.keep({**r, "swapped": kept, "discarded_asr_indices": discarded, "provenance": provenance})
+
+
+class Merge(Step):
+    """Supp. A.2: merge consecutive swapped segments of the same step (each < 8 s, gap < 4 s, nothing discarded
+    between them)."""
+
+    name = "merge"
+    id_field = "video_id"
+    config_keys = ("merge_max_dur_s", "merge_max_gap_s")
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            segs = merge_ops.merge_segments(r["swapped"], r["discarded_asr_indices"],
+                                            max_dur_s=self.cfg.merge_max_dur_s, max_gap_s=self.cfg.merge_max_gap_s)
+            out.count("segments_merged_away", len(r["swapped"]) - len(segs))
+            row = {k: v for k, v in r.items() if k not in ("swapped", "discarded_asr_indices")}
+            out.keep({**row, "segments": segs})
+
+
+def pipelines(cfg: SieveSwapConfig, shard_size: int = 64) -> list[Pipeline]:
+    """The two pipelines of the corpus, in run order. Adding a stage = adding a step to one of these lists."""
+    return [
+        Pipeline("recipes", RecipeNLGSource(cfg),
+                 [RecipeClean(cfg), RecipeDedup(cfg), RecipeLemmas(cfg)], shard_size=max(shard_size, 4096)),
+        Pipeline("videos", HowTo100MSource(cfg),
+                 [CookingFilter(cfg), ExclusionFilter(cfg), LoadTranscript(cfg), DurationFilter(cfg),
+                  TaskSizeFilter(cfg), CleanTranscript(cfg), TitleSieve(cfg), ContentSieve(cfg), Swap(cfg),
+                  Merge(cfg)], shard_size=shard_size),
+    ]

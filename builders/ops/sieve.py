@@ -1,0 +1,264 @@
+"""The "Sieve" of Sieve & Swap: title matching (Eq. 5) and the content sieve (token-IoU / token-recall).
+
+Paper: ``../shared/papers/004_7a7f59c04c52b84c.txt`` §4.2 "Sieving Videos" (Eq. 5, λ_iou = 0.1, λ_recall = 0.3,
+validation iff IoU ≥ 0.2); spec: ``specs/sieve_swap.md`` §3.3, §3.4 and §9 (inverted index with numpy posting
+arrays; CSR binary matrices over the lemma vocabulary, union = |A| + |B| − ∩).
+
+Everything here is pure: lemmas arrive as strings (from ``content_lemmas`` elsewhere), are mapped to int ids by
+:class:`LemmaVocab`, and all per-video work is a handful of vectorised numpy calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "token_iou_recall",
+    "LemmaVocab",
+    "TitleIndex",
+    "BodyMatrix",
+    "content_sieve",
+    "split_for",
+]
+
+TitleMatch = Literal["any", "recipe_subset"]
+
+
+def token_iou_recall(a: set, b: set) -> tuple[float, float]:
+    """Token-IoU and token-recall of a transcript set ``a`` and a recipe set ``b`` (paper 004 §4.2; spec §3.4).
+
+    ``iou = |A∩B| / |A∪B|``, ``recall = |A∩B| / |B|`` (recall of the recipe's content words in the transcript);
+    each is 0.0 when its denominator is 0. Reference (set-based) implementation of :meth:`BodyMatrix.scores`.
+    """
+    a, b = set(a), set(b)
+    inter = len(a & b)
+    union = len(a) + len(b) - inter
+    iou = inter / union if union else 0.0
+    recall = inter / len(b) if b else 0.0
+    return iou, recall
+
+
+class LemmaVocab:
+    """Lemma string <-> int id, ids assigned in order of first insertion (spec §9: CSR over the lemma vocabulary).
+
+    Deterministic: :meth:`encode` inserts the new lemmas of one call in sorted (code-point) order, so the ids never
+    depend on set iteration order (string hashing is randomised per process).
+    """
+
+    def __init__(self, lemmas: Iterable[str] = ()) -> None:
+        self._ids: dict[str, int] = {}
+        self._lemmas: list[str] = []
+        for lemma in lemmas:
+            self.add(lemma)
+
+    def add(self, lemma: str) -> int:
+        """Id of ``lemma``, inserting it (next free id) when new."""
+        i = self._ids.get(lemma)
+        if i is None:
+            i = len(self._lemmas)
+            self._ids[lemma] = i
+            self._lemmas.append(lemma)
+        return i
+
+    def get(self, lemma: str, default: int = -1) -> int:
+        """Id of ``lemma`` or ``default`` when absent (never inserts)."""
+        return self._ids.get(lemma, default)
+
+    def encode(self, lemmas: Iterable[str], add: bool = True) -> np.ndarray:
+        """Sorted unique int32 ids of ``lemmas``. New lemmas are inserted (in sorted order) when ``add``, else skipped.
+
+        Keep ``add=True`` for a transcript whose ids feed :meth:`BodyMatrix.scores`: a skipped lemma would be
+        missing from |A| and so inflate the IoU (or pass ``video_size`` there).
+        """
+        unique = sorted(set(lemmas))
+        if add:
+            ids = [self.add(lemma) for lemma in unique]
+        else:
+            ids = [i for i in (self._ids.get(lemma, -1) for lemma in unique) if i >= 0]
+        return np.unique(np.asarray(ids, dtype=np.int32))
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        """Lemma strings of ``ids`` (in the given order)."""
+        return [self._lemmas[int(i)] for i in ids]
+
+    def lemma(self, i: int) -> str:
+        """Lemma string of id ``i``."""
+        return self._lemmas[i]
+
+    @property
+    def lemmas(self) -> list[str]:
+        """All lemmas, index = id (a copy)."""
+        return list(self._lemmas)
+
+    def __len__(self) -> int:
+        return len(self._lemmas)
+
+    def __contains__(self, lemma: object) -> bool:
+        return lemma in self._ids
+
+    def __getitem__(self, lemma: str) -> int:
+        return self._ids[lemma]
+
+
+def _csr_from_rows(rows_of_ids: Sequence[np.ndarray], num_cols: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """CSR (indptr int64, indices int64 sorted unique within each row, num_cols) of binary rows, vectorised."""
+    n = len(rows_of_ids)
+    lens = np.fromiter((len(r) for r in rows_of_ids), dtype=np.int64, count=n)
+    flat = (np.concatenate([np.asarray(r, dtype=np.int64).ravel() for r in rows_of_ids])
+            if n and lens.sum() else np.zeros(0, dtype=np.int64))
+    if flat.size and flat.min() < 0:
+        raise ValueError("lemma ids must be >= 0")
+    max_id = int(flat.max()) + 1 if flat.size else 0
+    if num_cols is None:
+        num_cols = max_id
+    elif num_cols < max_id:
+        raise ValueError(f"vocab_size={num_cols} but a lemma id {max_id - 1} occurs")
+    row_of = np.repeat(np.arange(n, dtype=np.int64), lens)
+    key = np.unique(row_of * max(num_cols, 1) + flat)  # sorted by (row, col), duplicates removed
+    row_of, cols = np.divmod(key, max(num_cols, 1))
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of, minlength=n), out=indptr[1:])
+    return indptr, cols, num_cols
+
+
+class TitleIndex:
+    """Inverted index title lemma -> sorted recipe ROW positions, with idf over recipe titles (Eq. 5; spec §3.3, §9).
+
+    Built from ``recipe_ids`` (int64, one per row) and each row's title lemma ids (``title_lemmas(r)`` after
+    removing generic words, encoded by :class:`LemmaVocab`). ``idf[l] = log(N / df[l])`` with N = number of rows and
+    df = number of rows whose title holds ``l`` (0.0 where df = 0). Rows are positions ``0..N-1``; map them to
+    recipe ids with ``index.recipe_ids[rows]``.
+    """
+
+    def __init__(self, recipe_ids: np.ndarray, title_lemma_ids: Sequence[np.ndarray],
+                 vocab_size: int | None = None) -> None:
+        self.recipe_ids = np.asarray(recipe_ids, dtype=np.int64).ravel()
+        n = self.recipe_ids.size
+        if len(title_lemma_ids) != n:
+            raise ValueError(f"{n} recipe ids but {len(title_lemma_ids)} title lemma arrays")
+        # Row-major CSR of the titles, then transposed: a stable sort by lemma keeps rows ascending per posting list.
+        row_ptr, cols, self.vocab_size = _csr_from_rows(title_lemma_ids, vocab_size)
+        self.title_sizes = np.diff(row_ptr)  # |title_lemmas(r)| per row
+        rows = np.repeat(np.arange(n, dtype=np.int64), self.title_sizes)
+        order = np.argsort(cols, kind="stable")
+        self.postings = rows[order]
+        self.indptr = np.zeros(self.vocab_size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cols, minlength=self.vocab_size), out=self.indptr[1:])
+        self.df = np.diff(self.indptr)
+        with np.errstate(divide="ignore"):
+            self.idf = np.where(self.df > 0, np.log(n / np.maximum(self.df, 1)), 0.0)
+        self._ids_ascending = bool(n < 2 or np.all(np.diff(self.recipe_ids) > 0))
+
+    def __len__(self) -> int:
+        return int(self.recipe_ids.size)
+
+    def posting(self, lemma_id: int) -> np.ndarray:
+        """Sorted row positions of the recipes whose title holds ``lemma_id`` (empty when unknown)."""
+        if not 0 <= lemma_id < self.vocab_size:
+            return self.postings[:0]
+        return self.postings[self.indptr[lemma_id]:self.indptr[lemma_id + 1]]
+
+    def candidates(self, video_lemma_ids: np.ndarray, mode: TitleMatch = "any", min_shared: int = 1,
+                   max_candidates: int | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Candidate recipe rows of one video title (paper 004 Eq. 5; spec §3.3 ``title_match``).
+
+        ``mode="any"`` (literal Eq. 5): ``|T_v ∩ T_r| ≥ min_shared``. ``mode="recipe_subset"``: ``T_r ⊆ T_v`` and
+        ``T_r`` non-empty (``min_shared`` must hold too; with the default 1 that adds nothing). Lemma ids of the
+        video that the index does not know are ignored.
+
+        Returns ``(rows, shared_counts, truncated)``. Not truncated: ``rows`` sorted by recipe id ascending.
+        With ``max_candidates`` and more candidates than that: the candidates are ranked by shared count desc, then
+        Σ idf of the shared lemmas desc (rounded to 1e-9 so that equal sums computed in another order tie), then
+        recipe id asc; the first ``max_candidates`` are returned **in that rank order** and ``truncated`` is True.
+        """
+        if mode not in ("any", "recipe_subset"):
+            raise ValueError(f"unknown title match mode {mode!r}")
+        if max_candidates is not None and max_candidates < 0:
+            raise ValueError("max_candidates must be >= 0 or None")
+        v = np.unique(np.asarray(video_lemma_ids, dtype=np.int64).ravel())
+        v = v[(v >= 0) & (v < self.vocab_size)]
+        starts, ends = self.indptr[v], self.indptr[v + 1]
+        if v.size == 0 or not np.any(ends > starts):
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty.copy(), False
+        posts = np.concatenate([self.postings[s:e] for s, e in zip(starts.tolist(), ends.tolist())])
+        rows, inverse, counts = np.unique(posts, return_inverse=True, return_counts=True)
+        keep = counts >= min_shared
+        if mode == "recipe_subset":
+            keep &= counts == self.title_sizes[rows]
+        rows, counts = rows[keep], counts[keep].astype(np.int64)
+        ids = self.recipe_ids[rows]
+        if max_candidates is not None and rows.size > max_candidates:
+            idf_sum = np.bincount(inverse.ravel(), weights=np.repeat(self.idf[v], ends - starts),
+                                  minlength=keep.size)[keep]
+            order = np.lexsort((ids, -np.round(idf_sum, 9), -counts))[:max_candidates]
+            return rows[order], counts[order], True
+        if not self._ids_ascending:
+            order = np.argsort(ids, kind="stable")
+            rows, counts = rows[order], counts[order]
+        return rows, counts, False
+
+
+class BodyMatrix:
+    """Binary CSR matrix recipe row x lemma id of ``body_lemmas(r)`` (spec §3.4, §9), numpy ``indptr``/``indices``.
+
+    Row ``i`` holds the sorted unique lemma ids of recipe row ``i`` (same row order as :class:`TitleIndex`).
+    """
+
+    def __init__(self, body_lemma_ids: Sequence[np.ndarray], vocab_size: int | None = None) -> None:
+        self.indptr, indices, self.vocab_size = _csr_from_rows(body_lemma_ids, vocab_size)
+        self.indices = indices.astype(np.int32 if self.vocab_size < 2**31 else np.int64)
+        self.row_sizes = np.diff(self.indptr)  # |B| per row
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.row_sizes.size, self.vocab_size)
+
+    def row(self, i: int) -> np.ndarray:
+        """Sorted lemma ids of row ``i``."""
+        return self.indices[self.indptr[i]:self.indptr[i + 1]]
+
+    def scores(self, rows: np.ndarray, video_lemma_ids: np.ndarray,
+               video_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Token-IoU and token-recall of one transcript against recipe ``rows`` (paper 004 §4.2; spec §3.4, §9).
+
+        A = the video's lemma ids (deduplicated; ``|A|`` = their count unless ``video_size`` is given, e.g. when
+        lemmas unknown to the vocabulary were dropped), B = row's lemmas. All intersections at once: the candidate
+        rows' indices are gathered into one array, tested with ``np.isin`` against A, and summed per row by a
+        cumulative-sum difference (exact for empty rows, unlike a bare ``np.add.reduceat``). ``union = |A| + |B| −
+        ∩``; iou / recall are 0.0 where union / |B| is 0. Returns two float64 arrays aligned with ``rows``.
+        """
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        a = np.unique(np.asarray(video_lemma_ids, dtype=np.int64).ravel())
+        size_a = a.size if video_size is None else int(video_size)
+        starts = self.indptr[rows]
+        lens = self.row_sizes[rows]
+        bounds = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=bounds[1:])
+        total = int(bounds[-1])
+        # positions in self.indices of every element of every candidate row, concatenated
+        gather = np.arange(total, dtype=np.int64) + np.repeat(starts - bounds[:-1], lens)
+        hits = np.isin(self.indices[gather], a)
+        csum = np.zeros(total + 1, dtype=np.int64)
+        np.cumsum(hits, out=csum[1:])
+        inter = (csum[bounds[1:]] - csum[bounds[:-1]]).astype(np.float64)
+        union = size_a + lens - inter
+        iou = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+        recall = np.divide(inter, lens, out=np.zeros_like(inter), where=lens > 0)
+        return iou, recall
+
+
+def content_sieve(iou: np.ndarray, recall: np.ndarray, iou_threshold: float = 0.1,
+                  recall_threshold: float = 0.3) -> np.ndarray:
+    """Keep mask of (video, recipe) pairs: ``iou ≥ λ_iou`` and ``recall ≥ λ_recall`` (paper 004 §4.2: λ_iou = 0.1,
+    λ_recall = 0.3; spec §3.4). Both bounds inclusive."""
+    return (np.asarray(iou) >= iou_threshold) & (np.asarray(recall) >= recall_threshold)
+
+
+def split_for(max_token_iou: float, val_iou_threshold: float = 0.2) -> str:
+    """``"validation"`` iff the video's max token-IoU over its kept pairs is ≥ 0.2, else ``"train"`` (paper 004
+    §4.2: validation ≈3K videos with IoU ≥ 0.2, train ≈48K with 0.1 ≤ IoU < 0.2; spec §3.4)."""
+    return "validation" if max_token_iou >= val_iou_threshold else "train"

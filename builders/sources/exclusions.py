@@ -1,0 +1,86 @@
+"""Readers of video-id lists to exclude from a corpus (spec ``sieve_swap.md`` §2.5).
+
+The paper removes the YouTube ids of YouCook2 from its HowTo100M pre-training videos
+(``../shared/papers/004_7a7f59c04c52b84c.txt`` supplementary E.1): all keys of ``youcookii_annotations_trainval.json``
+plus the ids of ``test_list.txt``; further lists may be given. Accepted files:
+
+- ``.json``: YouCook2 annotations ``{"database": {video_id: ...}}`` (its keys) or a JSON list of ids;
+- ``.csv``: a header with a ``video_id`` (or ``vid_id``) column;
+- any other file: text, one entry per line, either ``recipe_type/video_id`` (YouCook2 ``*_list.txt``, the part after
+  the last ``/`` is kept) or a bare id; blank lines and ``#`` comments are ignored.
+
+Entries that are not valid video ids (``[A-Za-z0-9_-]{1,64}``) are skipped with a logged warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from builders.sources.howto100m import iter_csv_records, iter_text_lines, read_csv_header, require_file
+from builders.sources.transcripts import is_valid_video_id
+
+logger = logging.getLogger(__name__)
+
+ID_COLUMNS = ("video_id", "vid_id")
+
+
+def _ids_from_json(path: Path) -> Iterator[Any]:
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if isinstance(data, dict) and isinstance(data.get("database"), dict):
+        return iter(data["database"])
+    if isinstance(data, list):
+        return iter(data)
+    raise ValueError(f"{path}: expected {{'database': {{video_id: ...}}}} or a list of ids")
+
+
+def _ids_from_csv(path: Path) -> Iterator[Any]:
+    header = read_csv_header(path)
+    column = next((header.index(name) for name in ID_COLUMNS if name in header), None)
+    if column is None:
+        raise ValueError(f"{path}: no video_id / vid_id column in header {header}")
+    records = iter_csv_records(path)
+    next(records)  # the header
+    for rec in records:
+        yield rec.value[column].strip() if not rec.problem and len(rec.value) > column else None
+
+
+def _ids_from_text(path: Path) -> Iterator[Any]:
+    for rec in iter_text_lines(path):
+        line = rec.value.split("#", 1)[0].strip() if rec.value is not None else None
+        if line == "":
+            continue  # comment-only line
+        yield line.rsplit("/", 1)[-1].strip() if line is not None else None
+
+
+def _ids_from_file(path: Path) -> Iterator[Any]:
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return _ids_from_json(path)
+    if suffix == ".csv":
+        return _ids_from_csv(path)
+    return _ids_from_text(path)
+
+
+def read_exclusion_ids(paths: Iterable[str | Path]) -> set[str]:
+    """The union of the video ids listed in ``paths`` (spec §2.5; paper supp. E.1).
+
+    Every path is checked first: a missing file raises ``FileNotFoundError`` before anything is read; an
+    unrecognised JSON shape or a CSV without an id column raises ``ValueError``.
+    """
+    files = [require_file(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
+    ids: set[str] = set()
+    for path in files:
+        invalid = 0
+        for entry in _ids_from_file(path):
+            if is_valid_video_id(entry):
+                ids.add(entry)
+            else:
+                invalid += 1
+        if invalid:
+            logger.warning("%s: skipped %d entries that are not video ids", path, invalid)
+    return ids

@@ -1,0 +1,177 @@
+"""Schemas, config names and a loader for the Sieve & Swap corpus (``sieve_swap``).
+
+The one source of truth for the release's ``datasets.Features`` (specs/sieve_swap.md §4), used by the builder
+(``builders/release.py`` writes the README ``dataset_info`` from it) and by users. This is a plain module, not a
+``datasets`` loading script: ``datasets`` 4+ refuses scripts (specs/releases.md §1), a release is Parquet + README.
+
+Paper: Batra et al., "Efficient Pre-training for Localized Instruction Generation of Procedural Videos", ECCV 2024.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from datasets import ClassLabel, Features, List, Value, load_dataset
+
+# One kept (swapped, possibly merged) segment of a video (spec §3.5-§3.6, §4).
+SEGMENT: dict[str, Any] = {
+    "start": Value("float32"),
+    "end": Value("float32"),
+    "text": Value("string"),  # chosen RecipeNLG step (top-1), original casing
+    "recipe_id": Value("int64"),
+    "step_index": Value("int32"),
+    "similarity": Value("float32"),  # cosine of top-1
+    "candidates": List(
+        {
+            "text": Value("string"),
+            "recipe_id": Value("int64"),
+            "step_index": Value("int32"),
+            "similarity": Value("float32"),
+        }
+    ),  # top_k, rank order
+    "asr_text": Value("string"),
+    "num_merged": Value("int32"),
+}
+
+# Build parameters recorded on every video row (spec §4, §5: the threshold and model a build used).
+PROVENANCE: dict[str, Any] = {
+    "builder_version": Value("string"),
+    "embedding_model": Value("string"),
+    "sim_threshold": Value("float32"),
+    "iou_threshold": Value("float32"),
+    "recall_threshold": Value("float32"),
+    "val_iou_threshold": Value("float32"),
+    "title_match": Value("string"),
+    "retrieval_pool": Value("string"),
+    "top_k": Value("int32"),
+}
+
+TITLE_SOURCES = ["youtube_title", "task_name"]
+DURATION_SOURCES = ["metadata", "asr_last_end"]
+ASR_SOURCES = ["howto100m_raw_caption", "whisperx"]
+RECIPE_SOURCES = ["Gathered", "Recipes1M"]
+
+FEATURES: dict[str, Features] = {
+    "default": Features(
+        {
+            "video_id": Value("string"),
+            "title": Value("string"),
+            "title_source": ClassLabel(names=TITLE_SOURCES),
+            "task_id": Value("int64"),
+            "task_name": Value("string"),
+            "category_1": Value("string"),
+            "category_2": Value("string"),
+            "duration": Value("float32"),
+            "duration_source": ClassLabel(names=DURATION_SOURCES),
+            "asr_source": ClassLabel(names=ASR_SOURCES),
+            "recipe_ids": List(Value("int64")),  # kept pairs, sorted by token_iou desc, then id
+            "recipe_token_iou": List(Value("float32")),
+            "recipe_token_recall": List(Value("float32")),
+            "max_token_iou": Value("float32"),
+            "num_asr_segments": Value("int32"),
+            "segments": List(SEGMENT),
+            "provenance": PROVENANCE,
+        }
+    ),
+    "raw_asr": Features(
+        {
+            "video_id": Value("string"),
+            "duration": Value("float32"),
+            "asr_source": ClassLabel(names=ASR_SOURCES),
+            "segments": List({"start": Value("float32"), "end": Value("float32"), "text": Value("string")}),
+        }
+    ),
+    "recipes": Features(
+        {
+            "recipe_id": Value("int64"),
+            "title": Value("string"),
+            "ingredients": List(Value("string")),
+            "directions": List(Value("string")),
+            "ner": List(Value("string")),
+            "link": Value("string"),
+            "source": ClassLabel(names=RECIPE_SOURCES),
+            "num_segments_top1": Value("int32"),
+        }
+    ),
+}
+
+SPLITS: dict[str, list[str]] = {
+    "default": ["train", "validation"],
+    "raw_asr": ["train", "validation"],
+    "recipes": ["train"],
+}
+
+DEFAULT_CONFIG = "default"
+
+# Dataset-card metadata (specs/releases.md §4). RecipeNLG text is for non-commercial research only, hence NC.
+CARD: dict[str, Any] = dict(
+    license="cc-by-nc-4.0",
+    pretty_name="Sieve & Swap",
+    language=["en"],
+    task_categories=["video-text-to-text", "text-generation"],
+    tags=[
+        "procedural-video",
+        "instructional-video",
+        "cooking",
+        "dense-video-captioning",
+        "localized-instruction-generation",
+        "howto100m",
+        "recipenlg",
+    ],
+)
+
+
+def load(path_or_repo: str = "sieve_swap", config: str = DEFAULT_CONFIG, revision: str | None = None, **kw: Any):
+    """Load a Sieve & Swap release: a local folder (e.g. the ``sieve_swap`` folder a build wrote in the CWD)
+    or a namespaced Hub id such as ``<org>/sieve_swap`` pinned to a tag (specs/releases.md §7-§8).
+
+    Extra keyword arguments go to ``datasets.load_dataset`` (``split=``, ``streaming=``, ``cache_dir=`` ...).
+    """
+    if config not in FEATURES:
+        raise ValueError(f"unknown sieve_swap config {config!r}; expected one of {sorted(FEATURES)}")
+    return load_dataset(path_or_repo, config, revision=revision, **kw)
+
+
+def _seconds(x: Any) -> float:
+    """A float32-stored time as the shortest decimal that round-trips float32 (0.87, not 0.8700000047683716)."""
+    return float(str(np.float32(x)))
+
+
+def _get(obj: Mapping[str, Any], key: str) -> Any:
+    if key not in obj:
+        raise KeyError(f"row is missing {key!r}: to_yc2_format expects rows of the 'default' config")
+    return obj[key]
+
+
+def to_yc2_format(rows: Iterable[Mapping[str, Any]], raw: bool = False) -> dict[str, dict[str, Any]]:
+    """Export rows of the ``default`` config in the PDVC/YouCook2 JSON shape of the upstream release (spec §4).
+
+    Returns ``{video_id: {"duration": float, "timestamps": [[s, e], ...], "sentences": [...]}}``. By default each
+    sentence is the list of the segment's candidate step texts ``[c1, c2]`` (rank order), lowercased and
+    PTB-tokenised (as ``htmrkb_dis_*_yc2format_clean.json``); with ``raw=True`` each sentence is the segment's
+    ``asr_text`` (as ``..._raw_transcript.json``). ``rows`` may be plain dicts or a ``datasets.Dataset``.
+    """
+    tokenize = None
+    if not raw:
+        from builders.ops.text import ptb_tokenize
+
+        tokenize = ptb_tokenize
+
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        video_id = str(_get(row, "video_id"))
+        if video_id in out:
+            raise ValueError(f"duplicate video_id {video_id!r} in to_yc2_format input")
+        timestamps: list[list[float]] = []
+        sentences: list[Any] = []
+        for seg in _get(row, "segments") or []:
+            timestamps.append([_seconds(_get(seg, "start")), _seconds(_get(seg, "end"))])
+            if raw:
+                sentences.append(str(_get(seg, "asr_text")))
+            else:
+                candidates = _get(seg, "candidates") or [{"text": _get(seg, "text")}]
+                sentences.append([tokenize(str(c["text"])).lower() for c in candidates])
+        out[video_id] = {"duration": _seconds(_get(row, "duration")), "timestamps": timestamps, "sentences": sentences}
+    return out
