@@ -36,6 +36,7 @@ MAX_RECORD_CHARS = 8 * MAX_FIELD_CHARS  # bounds the memory of a runaway quoted 
 MAX_LINE_BYTES = 1 << 20  # one JSONL / TSV / id-list line
 JSONL_SUFFIXES = frozenset({".jsonl", ".json", ".ndjson"})
 METADATA_DEFAULTS: dict[str, Any] = {"category_1": "", "category_2": "", "rank": None, "task_id": -1}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # ids end up in int64 parquet columns
 _INT_RE = re.compile(r"\s*[+-]?\d+(?:\.0*)?\s*")
 _UNDECODABLE_RE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, kept by errors="surrogateescape"
 
@@ -58,17 +59,22 @@ def raise_csv_field_limit() -> int:
     return limit
 
 
-def parse_int(value: Any) -> int:
-    """An integer from an int, an integral float or a string such as ``"25938"``; else ``ValueError``."""
-    if isinstance(value, bool):
-        raise ValueError(f"not an integer: {value!r}")
-    if isinstance(value, int):
+def _parse_any_int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and _INT_RE.fullmatch(value):
-        return int(float(value)) if "." in value else int(value)
-    raise ValueError(f"not an integer: {value!r}")
+    if isinstance(value, str) and len(value) <= 64 and _INT_RE.fullmatch(value):
+        return int(value.strip().split(".")[0])  # "6.0" -> 6
+    raise ValueError(f"not an integer: {str(value)[:40]!r}")
+
+
+def parse_int(value: Any) -> int:
+    """An int64 from an int, an integral float or a string such as ``"25938"`` / ``"6.0"``; else ``ValueError``."""
+    number = _parse_any_int(value)
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise ValueError(f"integer out of int64 range: {str(number)[:40]}")
+    return number
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +117,6 @@ class _CappedLines:
         if self.pending > self._cap:
             while line and not line.endswith(("\n", "\r")):  # skip the rest of an over-long line
                 line = self._f.readline(self._cap + 1)
-            self.pending = 0
             raise _RecordTooLarge(f"record over {self._cap} characters")
         return line
 
@@ -384,7 +389,8 @@ def read_titles(path: str | Path) -> tuple[dict[str, str], list[Drop]]:
         vid = video_id.strip() if isinstance(video_id, str) else ""
         problem = problem or _title_problem(vid, title, titles)
         if problem:
-            drops.append(Drop(vid or f"line:{line_no}", TITLES_STAGE, "malformed_title_row", f"line {line_no}: {problem}"))
+            detail = f"line {line_no}: {problem}"
+            drops.append(Drop(vid or f"line:{line_no}", TITLES_STAGE, "malformed_title_row", detail))
         else:
             titles[vid] = title.strip()
     return titles, drops
@@ -435,8 +441,8 @@ def read_durations(path: str | Path) -> tuple[dict[str, float], list[Drop]]:
         try:
             video_id, seconds = _duration_entry(rec, id_col, dur_col, len(header), durations)
         except ValueError as err:
-            fields = rec.value or []
-            item_id = (fields[id_col].strip() if len(fields) > id_col and not rec.problem else "") or f"line:{rec.line_no}"
+            fields = rec.value if rec.value is not None and not rec.problem else []
+            item_id = (fields[id_col].strip() if len(fields) > id_col else "") or f"line:{rec.line_no}"
             drops.append(Drop(item_id, DURATIONS_STAGE, "malformed_duration_row", f"line {rec.line_no}: {err}"))
             continue
         durations[video_id] = seconds

@@ -22,7 +22,7 @@ from builders.sources.howto100m import Record, iter_csv_records, read_csv_header
 STAGE = "read_recipes"
 HEADER = ("title", "ingredients", "directions", "link", "source", "NER")  # after the unnamed id column
 SOURCES = frozenset({"Gathered", "Recipes1M"})
-_ID_RE = re.compile(r"\d+")
+_ID_RE = re.compile(r"\d{1,18}")  # a row id that fits int64
 
 
 def _check_header(path: Path) -> None:

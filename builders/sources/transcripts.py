@@ -113,7 +113,8 @@ def split_raw_captions(
             for video_id, value in ijson.kvitems(f, "", use_float=True):
                 if not is_valid_video_id(video_id):
                     counts["bad_id"] += 1
-                    logger.warning("raw captions: ignoring unsafe video id %r", str(video_id)[:80])
+                    if counts["bad_id"] <= 10:
+                        logger.warning("raw captions: ignoring unsafe video id %r", str(video_id)[:80])
                 elif wanted_ids is not None and video_id not in wanted_ids:
                     counts["skipped_unwanted"] += 1
                 else:
