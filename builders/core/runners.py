@@ -155,7 +155,13 @@ class RayRunner:
             if address:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+                # a local Ray: workers see the driver's import path (corpus or test modules outside site-packages)
+                import os
+                import sys
+
+                path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": path}})
             self._started = True
         ctx = rd.DataContext.get_current()
         ctx.execution_options.preserve_order = True

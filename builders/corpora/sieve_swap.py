@@ -273,7 +273,7 @@ class LoadTranscript(Step):
             try:
                 t = self.store.get(r["video_id"])
             except transcripts.TranscriptError as e:
-                row["asr_error"] = f"{e.reason}: {e}"
+                row["asr_error"] = f"{e.reason}: {e.detail}"
             else:
                 row["asr_raw"] = [{"start": s, "end": e_, "text": x} for s, e_, x in t.segments]
                 row["asr_language"] = t.language
@@ -472,7 +472,7 @@ class Swap(Step):
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         from ..models.embedding_cache import EmbeddingCache, encode_cached
-        from ..models.text_encoder import SentenceEncoder
+        from ..models.text_encoder import get_encoder
 
         r2 = set()
         for r in inputs.data.rows(["recipe_ids"]):
@@ -486,7 +486,7 @@ class Swap(Step):
                 sidx.append(j)
                 texts.append(step)
         cache_path = str(Path(inputs.work_dir) / "embeddings.sqlite")
-        encoder = SentenceEncoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+        encoder = get_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
         keys = encode_cached(encoder, texts, EmbeddingCache(cache_path))
         return {"keys": keys, "recipe_ids": np.asarray(rids, dtype=np.int64),
                 "step_index": np.asarray(sidx, dtype=np.int32), "texts": texts, "cache_path": cache_path,
@@ -494,10 +494,10 @@ class Swap(Step):
 
     def setup(self, state: Any) -> None:
         from ..models.embedding_cache import EmbeddingCache
-        from ..models.text_encoder import SentenceEncoder
+        from ..models.text_encoder import get_encoder
 
         self.state = state
-        self.encoder = SentenceEncoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+        self.encoder = get_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
         self.cache = EmbeddingCache(state["cache_path"])
 
     def _search(self, queries: np.ndarray, pool_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

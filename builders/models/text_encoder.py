@@ -116,6 +116,12 @@ class SentenceEncoder:
             except ImportError as e:
                 raise RuntimeError("sentence-transformers is missing: install the [embed] extra "
                                    "(after `pip install torch==2.13.0`)") from e
+            try:
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            except ImportError:  # pragma: no cover
+                pass
             self._model = SentenceTransformer(self._path, device=self.device)
         return self._model
 
@@ -144,3 +150,14 @@ class SentenceEncoder:
             except importlib.metadata.PackageNotFoundError:
                 pass
         return out
+
+
+_ENCODERS: dict[tuple[str, str, int], SentenceEncoder] = {}
+
+
+def get_encoder(name: str = "mpnet", device: str = "cpu", batch_size: int = 64) -> SentenceEncoder:
+    """One shared encoder per (name, device, batch size) and process, so a model loads once per worker."""
+    key = (name, device, int(batch_size))
+    if key not in _ENCODERS:
+        _ENCODERS[key] = SentenceEncoder(name, device, batch_size)
+    return _ENCODERS[key]

@@ -73,6 +73,8 @@ class LemmaVocab:
         Keep ``add=True`` for a transcript whose ids feed :meth:`BodyMatrix.scores`: a skipped lemma would be
         missing from |A| and so inflate the IoU (or pass ``video_size`` there).
         """
+        if isinstance(lemmas, str):
+            raise TypeError("encode() takes an iterable of lemmas, not one string")
         unique = sorted(set(lemmas))
         if add:
             ids = [self.add(lemma) for lemma in unique]
@@ -103,25 +105,41 @@ class LemmaVocab:
         return self._ids[lemma]
 
 
-def _csr_from_rows(rows_of_ids: Sequence[np.ndarray], num_cols: int | None) -> tuple[np.ndarray, np.ndarray, int]:
-    """CSR (indptr int64, indices int64 sorted unique within each row, num_cols) of binary rows, vectorised."""
-    n = len(rows_of_ids)
-    lens = np.fromiter((len(r) for r in rows_of_ids), dtype=np.int64, count=n)
-    flat = (np.concatenate([np.asarray(r, dtype=np.int64).ravel() for r in rows_of_ids])
-            if n and lens.sum() else np.zeros(0, dtype=np.int64))
-    if flat.size and flat.min() < 0:
+def _csr_from_pairs(row_of: np.ndarray, cols: np.ndarray, num_rows: int,
+                    num_cols: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """CSR (indptr int64, indices int64 sorted unique within each row, num_cols) of binary (row, col) pairs."""
+    row_of = np.asarray(row_of, dtype=np.int64).ravel()
+    cols = np.asarray(cols, dtype=np.int64).ravel()
+    if cols.size and cols.min() < 0:
         raise ValueError("lemma ids must be >= 0")
-    max_id = int(flat.max()) + 1 if flat.size else 0
+    max_id = int(cols.max()) + 1 if cols.size else 0
     if num_cols is None:
         num_cols = max_id
     elif num_cols < max_id:
         raise ValueError(f"vocab_size={num_cols} but a lemma id {max_id - 1} occurs")
-    row_of = np.repeat(np.arange(n, dtype=np.int64), lens)
-    key = np.unique(row_of * max(num_cols, 1) + flat)  # sorted by (row, col), duplicates removed
-    row_of, cols = np.divmod(key, max(num_cols, 1))
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row_of, minlength=n), out=indptr[1:])
+    width = max(num_cols, 1)
+    key = np.unique(row_of * width + cols)  # sorted by (row, col), duplicates removed
+    row_of, cols = np.divmod(key, width)
+    indptr = np.zeros(num_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of, minlength=num_rows), out=indptr[1:])
     return indptr, cols, num_cols
+
+
+def _csr_from_rows(rows_of_ids: Sequence[np.ndarray], num_cols: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """CSR of binary rows given as one id array per row (vectorised apart from the flattening)."""
+    n = len(rows_of_ids)
+    lens = np.fromiter((len(r) for r in rows_of_ids), dtype=np.int64, count=n)
+    flat = (np.concatenate([np.asarray(r, dtype=np.int64).ravel() for r in rows_of_ids])
+            if n and lens.sum() else np.zeros(0, dtype=np.int64))
+    return _csr_from_pairs(np.repeat(np.arange(n, dtype=np.int64), lens), flat, n, num_cols)
+
+
+def _rows_of_csr(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    indptr = np.asarray(indptr, dtype=np.int64).ravel()
+    if indptr.size == 0 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices):
+        raise ValueError("indptr must start at 0, be non-decreasing and end at len(indices)")
+    n = indptr.size - 1
+    return np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr)), np.asarray(indices), n
 
 
 class TitleIndex:
@@ -135,12 +153,28 @@ class TitleIndex:
 
     def __init__(self, recipe_ids: np.ndarray, title_lemma_ids: Sequence[np.ndarray],
                  vocab_size: int | None = None) -> None:
-        self.recipe_ids = np.asarray(recipe_ids, dtype=np.int64).ravel()
-        n = self.recipe_ids.size
-        if len(title_lemma_ids) != n:
-            raise ValueError(f"{n} recipe ids but {len(title_lemma_ids)} title lemma arrays")
-        # Row-major CSR of the titles, then transposed: a stable sort by lemma keeps rows ascending per posting list.
-        row_ptr, cols, self.vocab_size = _csr_from_rows(title_lemma_ids, vocab_size)
+        recipe_ids = np.asarray(recipe_ids, dtype=np.int64).ravel()
+        if len(title_lemma_ids) != recipe_ids.size:
+            raise ValueError(f"{recipe_ids.size} recipe ids but {len(title_lemma_ids)} title lemma arrays")
+        self._build(recipe_ids, *_csr_from_rows(title_lemma_ids, vocab_size))
+
+    @classmethod
+    def from_csr(cls, recipe_ids: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
+                 vocab_size: int | None = None) -> TitleIndex:
+        """Same index from row-major CSR arrays of the titles (row ``i`` = ``indices[indptr[i]:indptr[i+1]]``)."""
+        recipe_ids = np.asarray(recipe_ids, dtype=np.int64).ravel()
+        row_of, cols, n = _rows_of_csr(indptr, indices)
+        if n != recipe_ids.size:
+            raise ValueError(f"{recipe_ids.size} recipe ids but {n} CSR rows")
+        self = cls.__new__(cls)
+        self._build(recipe_ids, *_csr_from_pairs(row_of, cols, n, vocab_size))
+        return self
+
+    def _build(self, recipe_ids: np.ndarray, row_ptr: np.ndarray, cols: np.ndarray, vocab_size: int) -> None:
+        self.recipe_ids = recipe_ids
+        self.vocab_size = vocab_size
+        n = recipe_ids.size
+        # Row-major CSR of the titles, transposed: a stable sort by lemma keeps rows ascending per posting list.
         self.title_sizes = np.diff(row_ptr)  # |title_lemmas(r)| per row
         rows = np.repeat(np.arange(n, dtype=np.int64), self.title_sizes)
         order = np.argsort(cols, kind="stable")
@@ -209,8 +243,19 @@ class BodyMatrix:
     """
 
     def __init__(self, body_lemma_ids: Sequence[np.ndarray], vocab_size: int | None = None) -> None:
-        self.indptr, indices, self.vocab_size = _csr_from_rows(body_lemma_ids, vocab_size)
-        self.indices = indices.astype(np.int32 if self.vocab_size < 2**31 else np.int64)
+        self._build(*_csr_from_rows(body_lemma_ids, vocab_size))
+
+    @classmethod
+    def from_csr(cls, indptr: np.ndarray, indices: np.ndarray, vocab_size: int | None = None) -> BodyMatrix:
+        """Same matrix from CSR arrays (rows may be unsorted or hold duplicates; they are normalised)."""
+        row_of, cols, n = _rows_of_csr(indptr, indices)
+        self = cls.__new__(cls)
+        self._build(*_csr_from_pairs(row_of, cols, n, vocab_size))
+        return self
+
+    def _build(self, indptr: np.ndarray, indices: np.ndarray, vocab_size: int) -> None:
+        self.indptr, self.vocab_size = indptr, vocab_size
+        self.indices = indices.astype(np.int32 if vocab_size < 2**31 else np.int64)
         self.row_sizes = np.diff(self.indptr)  # |B| per row
 
     @property

@@ -7,9 +7,14 @@ ties by (recipe_id, step_index)) and §9 (blocked search, running top-k, never t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
+
+if TYPE_CHECKING:  # torch is optional: only for the annotation
+    import torch
+
+ArrayOrTensor = Union[np.ndarray, "torch.Tensor"]
 
 __all__ = ["topk_search", "swap_decisions"]
 
@@ -67,7 +72,7 @@ def _block_topk(scores: np.ndarray, kk: int, kth: np.ndarray, out_vals: np.ndarr
             row[a] = _NEG_INF
 
 
-def topk_search(queries: Any, keys: Any, k: int, block_queries: int = 2048,
+def topk_search(queries: ArrayOrTensor, keys: ArrayOrTensor, k: int, block_queries: int = 2048,
                 block_keys: int = 16384) -> tuple[np.ndarray, np.ndarray]:
     """Exact maximum-inner-product top-``k`` of every query over ``keys`` (paper 004 Eq. 6 κ(a); spec §3.5, §9).
 

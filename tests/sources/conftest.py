@@ -10,24 +10,6 @@ from typing import Any
 import pytest
 
 
-def _repo_root() -> Path:
-    """The repository root: the nearest folder above this file holding ``pyproject.toml`` (works from any conftest)."""
-    here = Path(__file__).resolve()
-    return next(p for p in here.parents if (p / "pyproject.toml").is_file())
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """``<repo>/../shared/data``; a missing folder fails the test under CI (env ``CI`` set) and skips it elsewhere."""
-    path = _repo_root().parent / "shared" / "data"
-    if not path.is_dir():
-        message = f"real data fixtures not found at {path}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
 @pytest.fixture(scope="session")
 def asr_items(shared_data: Path) -> list[dict[str, Any]]:
     """Items 0–2 of ``showhowto/showhowto_asr_examples.json``: real timed transcripts ``[{start, end, text}]``."""

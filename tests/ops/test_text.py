@@ -1,0 +1,70 @@
+"""builders.ops.text: clean / has_alpha (spec §3.0) and ptb_tokenize (spec §4), hand-written expectations."""
+
+import pytest
+
+from builders.ops.text import clean, has_alpha, ptb_tokenize
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("[Music] hello  >> world [Applause]", "hello world"),
+        ("  >> so today   we're making\tpancakes\n", "so today we're making pancakes"),
+        ("a[Music]b", "a b"),  # a tag is replaced by a space, never glues words
+        (">>> chef: add salt", "chef: add salt"),  # ">>>" is a speaker mark too
+        ("5 > 3 is true", "5 > 3 is true"),  # a single ">" is text
+        ("[Music] [Applause] [Laughter]", ""),  # only non-speech tags -> empty
+        ("[] keep", "keep"),  # 0-character tag matches {0,40}
+        ("\ufb01ne \uff21\uff22\uff23\u00a0done", "fine ABC done"),  # NFKC: ligature, full-width, NBSP
+        ("Add 2 Tbsp. Olive Oil, then STIR!", "Add 2 Tbsp. Olive Oil, then STIR!"),  # case, punctuation kept
+    ],
+)
+def test_clean(raw, expected):
+    assert clean(raw) == expected
+
+
+def test_clean_tag_length_limit():
+    forty = "[" + "x" * 40 + "]"  # 40 characters inside the brackets: removed
+    forty_one = "[" + "x" * 41 + "]"  # 41: not a tag, kept
+    assert clean(f"a {forty} b") == "a b"
+    assert clean(f"a {forty_one} b") == f"a {forty_one} b"
+
+
+def test_clean_idempotent():
+    s = "  [Music]  >> hello\u00a0\u00a0 world  [Applause] "
+    assert clean(clean(s)) == clean(s) == "hello world"
+
+
+@pytest.mark.parametrize("text, expected", [("", False), ("123 !! ...", False), ("\u266a \u266a", False),
+                                            ("a1", True), ("\u00e9", True), ("  x ", True)])
+def test_has_alpha(text, expected):
+    assert has_alpha(text) is expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # the brief's example: lowercase, "." and "!" split, don't -> do n't, the degree sign stays in its token
+        ("Preheat the oven to 350°F. Don't burn it!", "preheat the oven to 350°f . do n't burn it !"),
+        ("It's the cook's knife, isn't it?", "it 's the cook 's knife , is n't it ?"),
+        ("We're done; I'll serve and you'd eat.", "we 're done ; i 'll serve and you 'd eat ."),
+        ("I cannot wait, gonna eat", "i can not wait , gon na eat"),
+        ("Add 1/2 cup stir-fry sauce: 3.5 oz, 1,000 g at 10:30", "add 1/2 cup stir-fry sauce : 3.5 oz , 1,000 g at 10:30"),
+        ("Mix well. Bake 20 min. Serve.", "mix well . bake 20 min . serve ."),  # every sentence-final period
+        ("Wait... then serve", "wait ... then serve"),
+        ("Serve at 10 a.m. tomorrow", "serve at 10 a.m. tomorrow"),  # initialisms keep their periods
+        ('Say "stir well" (slowly) -- done', "say `` stir well '' ( slowly ) -- done"),  # PTB quotes, brackets
+        ("Don\u2019t stop", "do n't stop"),  # curly apostrophe mapped to '
+        ("the cooks' knives", "the cooks ' knives"),
+        ("Whisk.", "whisk ."),
+        ("", ""),
+    ],
+)
+def test_ptb_tokenize(text, expected):
+    assert ptb_tokenize(text) == expected
+
+
+def test_ptb_tokenize_single_spaces():
+    out = ptb_tokenize("  Add   salt ,and   pepper!!  ")
+    assert out == "add salt , and pepper ! !"
+    assert "  " not in out and out == out.strip()
