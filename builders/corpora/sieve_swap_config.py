@@ -50,8 +50,8 @@ class SieveSwapConfig:
     retrieval_pool: str = "global"
     device: str = "cpu"
     encode_batch_size: int = 64
-    search_block_queries: int = 8192
-    search_block_keys: int = 262144
+    search_block_queries: int = 2048     # blocked exact search (spec §9): a 2048 x 16384 float32 score
+    search_block_keys: int = 16384       # buffer is 128 MiB; raise both on a GPU
     # ---- §3.6 merge (supp. A.2)
     merge_max_dur_s: float = 8.0
     merge_max_gap_s: float = 4.0

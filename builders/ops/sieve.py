@@ -118,7 +118,9 @@ def _csr_from_pairs(row_of: np.ndarray, cols: np.ndarray, num_rows: int,
     elif num_cols < max_id:
         raise ValueError(f"vocab_size={num_cols} but a lemma id {max_id - 1} occurs")
     width = max(num_cols, 1)
-    key = np.unique(row_of * width + cols)  # sorted by (row, col), duplicates removed
+    key = row_of * width + cols
+    if key.size > 1 and not np.all(key[1:] > key[:-1]):  # skip the sort when rows are already sorted unique
+        key = np.unique(key)  # sorted by (row, col), duplicates removed
     row_of, cols = np.divmod(key, width)
     indptr = np.zeros(num_rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(row_of, minlength=num_rows), out=indptr[1:])
@@ -219,17 +221,29 @@ class TitleIndex:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty.copy(), False
         posts = np.concatenate([self.postings[s:e] for s, e in zip(starts.tolist(), ends.tolist())])
-        rows, inverse, counts = np.unique(posts, return_inverse=True, return_counts=True)
+        weights = np.repeat(self.idf[v], ends - starts)  # idf of the lemma behind each posting entry
+        dense = 16 * posts.size >= len(self)  # many postings (a common lemma): a dense count beats sorting them
+        if dense:
+            counts_all = np.bincount(posts, minlength=len(self))
+            rows = np.flatnonzero(counts_all)
+            counts = counts_all[rows]
+        else:
+            rows, inverse, counts = np.unique(posts, return_inverse=True, return_counts=True)
         keep = counts >= min_shared
         if mode == "recipe_subset":
             keep &= counts == self.title_sizes[rows]
-        rows, counts = rows[keep], counts[keep].astype(np.int64)
-        ids = self.recipe_ids[rows]
-        if max_candidates is not None and rows.size > max_candidates:
-            idf_sum = np.bincount(inverse.ravel(), weights=np.repeat(self.idf[v], ends - starts),
-                                  minlength=keep.size)[keep]
-            order = np.lexsort((ids, -np.round(idf_sum, 9), -counts))[:max_candidates]
+        ids = self.recipe_ids[rows[keep]]
+        if max_candidates is not None and ids.size > max_candidates:
+            # Σ idf per candidate, summed in posting order (lemma id asc) on both paths, then rounded
+            if dense:
+                idf_sum = np.bincount(posts, weights=weights, minlength=len(self))[rows]
+            else:
+                idf_sum = np.bincount(inverse.ravel(), weights=weights, minlength=rows.size)
+            idf_sum = np.round(idf_sum[keep], 9)
+            rows, counts = rows[keep], counts[keep].astype(np.int64)
+            order = np.lexsort((ids, -idf_sum, -counts))[:max_candidates]
             return rows[order], counts[order], True
+        rows, counts = rows[keep], counts[keep].astype(np.int64)
         if not self._ids_ascending:
             order = np.argsort(ids, kind="stable")
             rows, counts = rows[order], counts[order]
@@ -272,9 +286,10 @@ class BodyMatrix:
 
         A = the video's lemma ids (deduplicated; ``|A|`` = their count unless ``video_size`` is given, e.g. when
         lemmas unknown to the vocabulary were dropped), B = row's lemmas. All intersections at once: the candidate
-        rows' indices are gathered into one array, tested with ``np.isin`` against A, and summed per row by a
-        cumulative-sum difference (exact for empty rows, unlike a bare ``np.add.reduceat``). ``union = |A| + |B| −
-        ∩``; iou / recall are 0.0 where union / |B| is 0. Returns two float64 arrays aligned with ``rows``.
+        rows' indices are gathered into one array, tested for membership in A (a boolean table over the vocabulary,
+        i.e. ``np.isin(kind="table")``), and summed per row by a cumulative-sum difference (exact for empty rows,
+        unlike a bare ``np.add.reduceat``). ``union = |A| + |B| − ∩``; iou / recall are 0.0 where union / |B| is 0.
+        Returns two float64 arrays aligned with ``rows``.
         """
         rows = np.asarray(rows, dtype=np.int64).ravel()
         a = np.unique(np.asarray(video_lemma_ids, dtype=np.int64).ravel())
@@ -286,7 +301,11 @@ class BodyMatrix:
         total = int(bounds[-1])
         # positions in self.indices of every element of every candidate row, concatenated
         gather = np.arange(total, dtype=np.int64) + np.repeat(starts - bounds[:-1], lens)
-        hits = np.isin(self.indices[gather], a)
+        # membership in A through a boolean lookup table over the vocabulary (np.isin's "table" method, without
+        # its per-call range scan); ids of A outside the vocabulary occur in no row and only count in |A|
+        in_a = np.zeros(self.vocab_size, dtype=bool)
+        in_a[a[(a >= 0) & (a < self.vocab_size)]] = True
+        hits = in_a[self.indices[gather]]
         csum = np.zeros(total + 1, dtype=np.int64)
         np.cumsum(hits, out=csum[1:])
         inter = (csum[bounds[1:]] - csum[bounds[:-1]]).astype(np.float64)

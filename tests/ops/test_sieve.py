@@ -262,3 +262,42 @@ def test_from_csr_equals_list_constructors():
 def test_lemma_vocab_rejects_a_bare_string():
     with pytest.raises(TypeError):
         LemmaVocab().encode("salt")
+
+
+def _reference_candidates(titles, ids, video, mode, min_shared, max_candidates):
+    """Set-based reference of TitleIndex.candidates (spec §3.3), with idf = log(N / df)."""
+    n = len(titles)
+    df = {}
+    for t in titles:
+        for lemma in set(t):
+            df[lemma] = df.get(lemma, 0) + 1
+    v = set(video)
+    cands = []
+    for row, t in enumerate(titles):
+        t = set(t)
+        shared = t & v
+        if not shared or len(shared) < min_shared or (mode == "recipe_subset" and not t <= v):
+            continue
+        cands.append((row, len(shared), round(sum(math.log(n / df[x]) for x in sorted(shared)), 9)))
+    if max_candidates is not None and len(cands) > max_candidates:
+        cands.sort(key=lambda c: (-c[1], -c[2], ids[c[0]]))
+        return [c[0] for c in cands[:max_candidates]], True
+    cands.sort(key=lambda c: ids[c[0]])
+    return [c[0] for c in cands], False
+
+
+@pytest.mark.parametrize("mode", ["any", "recipe_subset"])
+@pytest.mark.parametrize("min_shared, max_candidates", [(1, None), (2, None), (1, 5), (1, 40)])
+def test_candidates_match_set_reference(mode, min_shared, max_candidates):
+    # 400 titles over 60 lemmas, lemma 0-2 common: small videos take the sorted (np.unique) path, videos with a
+    # common lemma the dense (np.bincount) path; both must equal the set-based reference
+    rng = np.random.default_rng(7)
+    titles = [sorted(set(rng.integers(0, 60, rng.integers(0, 4)).tolist())
+                     | ({int(rng.integers(0, 3))} if rng.random() < 0.3 else set())) for _ in range(400)]
+    ids = rng.permutation(10_000)[:400]
+    index = TitleIndex(ids, [np.array(t, dtype=np.int64) for t in titles])
+    for video in ([55, 57], [41, 50], [10, 20, 30, 40], [0, 1, 5, 6, 7], [2, 3], list(range(60))):
+        rows, counts, truncated = index.candidates(np.array(video), mode, min_shared, max_candidates)
+        ref_rows, ref_truncated = _reference_candidates(titles, ids, video, mode, min_shared, max_candidates)
+        assert rows.tolist() == ref_rows and truncated == ref_truncated, video
+        assert counts.tolist() == [len(set(titles[r]) & set(video)) for r in ref_rows]

@@ -49,7 +49,8 @@ def test_has_alpha(text, expected):
         ("It's the cook's knife, isn't it?", "it 's the cook 's knife , is n't it ?"),
         ("We're done; I'll serve and you'd eat.", "we 're done ; i 'll serve and you 'd eat ."),
         ("I cannot wait, gonna eat", "i can not wait , gon na eat"),
-        ("Add 1/2 cup stir-fry sauce: 3.5 oz, 1,000 g at 10:30", "add 1/2 cup stir-fry sauce : 3.5 oz , 1,000 g at 10:30"),
+        ("Add 1/2 cup stir-fry sauce: 3.5 oz, 1,000 g at 10:30",
+         "add 1/2 cup stir-fry sauce : 3.5 oz , 1,000 g at 10:30"),
         ("Mix well. Bake 20 min. Serve.", "mix well . bake 20 min . serve ."),  # every sentence-final period
         ("Wait... then serve", "wait ... then serve"),
         ("Serve at 10 a.m. tomorrow", "serve at 10 a.m. tomorrow"),  # initialisms keep their periods

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from builders.build import main
+
+
+def test_help_lists_the_four_corpora(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for name in ("howtostep", "showhowto", "sieve_swap", "marc"):
+        assert name in out
+
+
+@pytest.mark.parametrize("corpus", ["howtostep", "showhowto", "marc"])
+def test_unbuilt_corpus_exits_non_zero_with_a_clear_message(corpus, capsys, tmp_path):
+    assert main([corpus, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not implemented yet" in err and corpus in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_missing_input_is_an_error_before_any_work(tmp_path, capsys):
+    code = main(["sieve_swap", "--out", str(tmp_path), "--videos", str(tmp_path / "nope.csv"),
+                 "--transcripts", str(tmp_path), "--recipes", str(tmp_path / "r.csv")])
+    assert code == 2
+    assert "nope.csv does not exist" in capsys.readouterr().err
+    assert not (tmp_path / ".work").exists()
+
+
+def test_partial_inputs_name_the_missing_ones(tmp_path, capsys):
+    (tmp_path / "v.csv").write_text("video_id\nabc\n")
+    assert main(["sieve_swap", "--out", str(tmp_path), "--videos", str(tmp_path / "v.csv")]) == 2
+    assert "--transcripts, --recipes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "sim_threshold=high"], "sim_threshold"),
+    (["--set", "no_such_key=1"], "unknown config key"),
+])
+def test_bad_config_exits_2(tmp_path, capsys, args, message):
+    assert main(["sieve_swap", "--out", str(tmp_path), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unreadable_config_file(tmp_path, capsys):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("sim_threshold: [0.7\n")
+    assert main(["sieve_swap", "--out", str(tmp_path), "--config", str(bad)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_module_entry_point():
+    r = subprocess.run([sys.executable, "-m", "builders.build", "marc"], capture_output=True, text=True)
+    assert r.returncode == 2 and "not implemented yet" in r.stderr
