@@ -1,0 +1,11 @@
+"""Benchmarks are named ``bench_*.py`` (so the default test run never picks them up): collect them here."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collect_file(file_path, parent):
+    if file_path.suffix == ".py" and file_path.name.startswith("bench_"):
+        return pytest.Module.from_parent(parent, path=file_path)
+    return None
