@@ -163,6 +163,9 @@ class RayRunner:
                 ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
                          runtime_env={"env_vars": {"PYTHONPATH": path}})
             self._started = True
+        import logging
+
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         ctx = rd.DataContext.get_current()
         ctx.execution_options.preserve_order = True
         ctx.enable_progress_bars = False

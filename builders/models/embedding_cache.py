@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -26,24 +27,31 @@ class EmbeddingCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+        # Ray actors call from a thread other than the one that built the object: share one connection under a lock
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, PRIMARY KEY (model, key))")
 
     def get(self, model_id: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
+        with self._lock:
+            self._get_into(out, model_id, keys)
+        return out
+
+    def _get_into(self, out: dict[str, np.ndarray], model_id: str, keys: Sequence[str]) -> None:
         for i in range(0, len(keys), 500):
             chunk = list(keys[i:i + 500])
             q = f"SELECT key, vec FROM emb WHERE model = ? AND key IN ({','.join('?' * len(chunk))})"
             for k, blob in self._db.execute(q, [model_id, *chunk]):
                 out[k] = np.frombuffer(blob, dtype=np.float32)
-        return out
 
     def put(self, model_id: str, keys: Sequence[str], vecs: np.ndarray) -> None:
         rows = [(model_id, k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)]
-        self._db.execute("BEGIN")
-        self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)
-        self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)
+            self._db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()

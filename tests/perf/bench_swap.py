@@ -311,6 +311,29 @@ def instrument(timers: Timers) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------- machine
+class LoadSampler:
+    """Samples the 1-minute load average every ``every`` seconds in a daemon thread (other jobs share the CPU)."""
+
+    def __init__(self, every: float = 5.0):
+        import threading
+
+        self.samples = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._every = every
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(os.getloadavg()[0])
+        return self.samples
+
+
 def machine_info() -> dict[str, Any]:
     cpu = ""
     try:
@@ -447,6 +470,8 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
                     timers.process_s += time.perf_counter() - t
 
             step.process = process
+            sampler = LoadSampler()
+            cpu0 = time.process_time()
             t_all = time.perf_counter()
             state = step.fit(FitInputs(data=StageData(inp["video_dir"], inp["n_video_shards"]),
                                        side={"recipes": StageData(inp["recipe_dir"], inp["n_recipe_shards"])},
@@ -465,6 +490,8 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
                     f"({time.perf_counter() - t_all:.0f} s elapsed)")
             shards_s = time.perf_counter() - t
             total_s = time.perf_counter() - t_all
+            cpu_s = time.process_time() - cpu0
+            load_samples = sampler.stop()
         load_end = os.getloadavg()
 
         pool = int(len(state["texts"]))
@@ -495,10 +522,16 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
             "segments_searched_per_s": timers.queries / timers.search_s if timers.search_s else None,
             "search_gflops": 2.0 * timers.dot_products * dim / timers.search_s / 1e9 if timers.search_s else None,
             "encoder_share": timers.encoder_s / total_s, "search_share": timers.search_s / total_s,
+            # the per-shard part alone (segments embedded + searched; the pool is embedded once, in fit)
+            "process_encoder_share": (timers.encoder_s - fit_encoder_s) / timers.process_s if timers.process_s else None,
+            "process_search_share": timers.search_s / timers.process_s if timers.process_s else None,
             "other_share": other_s / total_s, "encoder_share_target": ENCODER_SHARE_TARGET,
             "meets_target": timers.encoder_s / total_s >= ENCODER_SHARE_TARGET,
             "segments_swapped": swapped, "segments_discarded": discarded, "videos_kept": kept_videos,
             "correctness": check, "loadavg_start": list(load_start), "loadavg_end": list(load_end),
+            "loadavg_1min_during": {"mean": float(np.mean(load_samples)), "max": float(np.max(load_samples)),
+                                    "samples": len(load_samples)},
+            "process_cpu_seconds": cpu_s, "cpu_utilisation": cpu_s / (total_s * (os.cpu_count() or 1)),
             "machine": machine_info(), "work_dir": str(work) if keep_work else None,
         }
         return result
@@ -528,6 +561,8 @@ def format_table(r: dict[str, Any]) -> str:
         ("  search", f"{s['search']:.1f} s  {100 * r['search_share']:.1f} %"),
         ("  other", f"{s['other']:.1f} s  {100 * r['other_share']:.1f} %  (embedding cache {s['embedding_cache']:.1f} s,"
                     f" shard I/O {s['shard_io']:.1f} s)"),
+        ("  per-shard part only", f"process {s['process']:.1f} s: encoder {100 * r['process_encoder_share']:.1f} %, "
+                                  f"search {100 * r['process_search_share']:.1f} % (pool embedding excluded)"),
         ("encoder share target", f">= {100 * r['encoder_share_target']:.0f} %: "
                                  f"{'MET' if r['meets_target'] else 'NOT MET'}"),
         ("swapped / discarded", f"{r['segments_swapped']:,} / {r['segments_discarded']:,} segments; "
@@ -539,7 +574,11 @@ def format_table(r: dict[str, Any]) -> str:
         ("machine", f"{m['cpu_model']}, nproc {m['nproc']}, torch threads {m.get('torch_threads')}, "
                     f"{m.get('mem_gib')} GiB"),
         ("load average", "start " + " ".join(f"{x:.2f}" for x in r["loadavg_start"]) +
-                         " / end " + " ".join(f"{x:.2f}" for x in r["loadavg_end"])),
+                         " / end " + " ".join(f"{x:.2f}" for x in r["loadavg_end"]) +
+                         f"; 1-min during the step: mean {r['loadavg_1min_during']['mean']:.2f}, "
+                         f"max {r['loadavg_1min_during']['max']:.2f}"),
+        ("CPU used by the step", f"{r['process_cpu_seconds']:.0f} s CPU in {s['total']:.0f} s wall = "
+                                 f"{100 * r['cpu_utilisation']:.0f} % of {m['nproc']} cores"),
     ]
     w = max(len(k) for k, _ in rows)
     line = "-" * (w + 60)

@@ -1,0 +1,191 @@
+"""End-to-end builds of the bundled sample: load, statistics, Ray equivalence, determinism, resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import datasets
+import pyarrow.parquet as pq
+import pytest
+
+from builders.build import main
+from loading_scripts import sieve_swap as schema
+
+pytestmark = pytest.mark.slow
+
+#: spec §6: every named reason the sample must exercise under the default config
+SPEC_DROP_REASONS = {
+    "malformed_metadata_row", "not_cooking", "excluded_id", "duplicate_video_row", "too_long", "small_task",
+    "no_transcript", "malformed_transcript", "empty_transcript", "no_title_content_words", "no_title_match",
+    "content_sieve_failed", "no_swapped_segments", "malformed_csv_row", "malformed_recipe_json", "no_directions",
+    "no_title", "duplicate_recipe",
+}
+SPEC_COUNTERS = {"unknown_task_id", "caption_length_mismatch", "bad_segment"}
+CONFIGS = ("default", "raw_asr", "recipes")
+
+
+def build(out: Path, *extra: str) -> Path:
+    assert main(["sieve_swap", "--out", str(out), "--no-progress", "-q", *extra]) == 0
+    return out / "sieve_swap"
+
+
+def release_tables(root: Path) -> dict[str, list[dict]]:
+    """Every parquet shard of a release, as python rows (content, not bytes)."""
+    return {str(p.relative_to(root)): pq.read_table(p).to_pylist() for p in sorted(root.glob("*/*.parquet"))}
+
+
+@pytest.fixture(scope="session")
+def sample(tmp_path_factory) -> Path:
+    return build(tmp_path_factory.mktemp("sample"))
+
+
+def test_load_dataset_by_bare_name_from_the_output_directory(sample, monkeypatch):
+    monkeypatch.chdir(sample.parent)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    stats = json.loads((sample / "stats.json").read_text())
+    for cfg in CONFIGS:
+        ds = datasets.load_dataset("sieve_swap", None if cfg == "default" else cfg)
+        assert set(ds) == set(stats["release"][cfg])
+        for split, d in ds.items():
+            assert d.features == schema.FEATURES[cfg]
+            assert d.num_rows == stats["release"][cfg][split]
+    train = datasets.load_dataset("sieve_swap", split="train")
+    assert train.num_rows > 0 and {"train", "validation"} == set(stats["release"]["default"])
+
+
+def test_rows_follow_the_spec(sample):
+    rows = release_tables(sample)
+    videos = rows["default/train-00000-of-00001.parquet"] + rows["default/validation-00000-of-00001.parquet"]
+    recipes = {r["recipe_id"]: r for r in rows["recipes/train-00000-of-00001.parquet"]}
+    for v in rows["default/validation-00000-of-00001.parquet"]:
+        assert v["max_token_iou"] >= 0.2 - 1e-6
+    for v in rows["default/train-00000-of-00001.parquet"]:
+        assert 0.1 - 1e-6 <= v["max_token_iou"] < 0.2
+    for v in videos:
+        assert v["duration"] <= 600 and v["segments"]
+        assert v["recipe_token_iou"] == sorted(v["recipe_token_iou"], reverse=True)
+        assert all(i >= 0.1 - 1e-6 for i in v["recipe_token_iou"]) and all(r >= 0.3 - 1e-6 for r in v["recipe_token_recall"])
+        assert v["provenance"]["sim_threshold"] == 0.75 and v["provenance"]["top_k"] == 2
+        starts = [s["start"] for s in v["segments"]]
+        assert starts == sorted(starts)
+        for s in v["segments"]:
+            assert s["similarity"] >= 0.75 - 1e-6 and s["end"] > s["start"]
+            assert len(s["candidates"]) == 2 and s["candidates"][0]["similarity"] >= s["candidates"][1]["similarity"]
+            top = s["candidates"][0]
+            assert (top["recipe_id"], top["step_index"], top["text"]) == (s["recipe_id"], s["step_index"], s["text"])
+            assert recipes[s["recipe_id"]]["directions"][s["step_index"]] == s["text"]
+            assert s["num_merged"] >= 1
+    assert any(s["num_merged"] > 1 for v in videos for s in v["segments"]), "the sample exercises merging"
+    used = {s["recipe_id"] for v in videos for s in v["segments"]}
+    assert used <= set(recipes)
+    assert sum(r["num_segments_top1"] for r in recipes.values()) == sum(len(v["segments"]) for v in videos)
+
+
+def test_statistics_drops_and_report(sample):
+    stats = json.loads((sample / "stats.json").read_text())
+    assert SPEC_DROP_REASONS <= set(stats["drops"]), SPEC_DROP_REASONS - set(stats["drops"])
+    assert SPEC_COUNTERS <= set(stats["counters"])
+    for name, st in stats["steps"].items():
+        assert st["rows_in"] == st["kept"] + sum(st["dropped"].values()), name
+    drops = pq.read_table(sample / "drops.parquet").to_pylist()
+    assert len(drops) == sum(stats["drops"].values())
+    assert set(drops[0]) == {"item_id", "stage", "reason", "detail"}
+    q = stats["quantities"]
+    assert q["videos_train"]["value"] == stats["release"]["default"]["train"] and q["videos_train"]["paper"] == 48_000
+    assert "sample build" in q["videos_train"]["flag"]
+    html = (sample / "report.html").read_text()
+    assert html.count("<img") >= 4 and "no_swapped_segments" in html
+    manifest = json.loads((sample / "manifest.json").read_text())
+    assert manifest["config"]["sim_threshold"] == 0.75 and manifest["sample"] is True
+    assert manifest["models"]["sentence_encoder"]["model_id"] == "sentence-transformers/all-mpnet-base-v2"
+    assert all(f["sha256"] for fps in manifest["inputs"].values() for f in fps)
+    card = (sample / "README.md").read_text()
+    assert "| videos_train |" in card and "hand-written sample" in card and "$" + "stats_table" not in card
+    yc2 = json.loads(next((sample / "yc2format").glob("sieve_swap_train_*_yc2format_clean.json")).read_text())
+    v = next(iter(yc2.values()))
+    assert len(v["timestamps"]) == len(v["sentences"]) and all(len(c) == 2 for c in v["sentences"])
+    assert all(c == c.lower() for pair in v["sentences"] for c in pair)
+
+
+def test_second_build_is_identical(sample, tmp_path):
+    again = build(tmp_path)
+    assert release_tables(again) == release_tables(sample)
+    for p in sorted(sample.glob("*/*.parquet")):
+        assert (again / p.relative_to(sample)).read_bytes() == p.read_bytes()
+
+
+@pytest.mark.ray
+def test_ray_engine_gives_identical_rows(sample, tmp_path):
+    pytest.importorskip("ray")
+    ray_release = build(tmp_path, "--engine", "ray", "--workers", "2")
+    assert release_tables(ray_release) == release_tables(sample)
+
+
+def test_require_english_drops_the_spanish_video(sample, tmp_path):
+    # reuses the sample build's caches: only the steps from clean_transcript on are recomputed
+    out = build(tmp_path, "--work-dir", str(sample.parent / ".work" / "sieve_swap"), "--set", "require_english=true")
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["drops"]["non_english_transcript"] >= 1
+    assert stats["steps"]["read_metadata"]["cached_shards"] == stats["steps"]["read_metadata"]["shards"]
+
+
+def _swap_dir(work: Path) -> Path | None:
+    found = sorted(work.glob("videos/*_swap-*"))
+    return found[0] if found else None
+
+
+def test_resume_after_sigkill_in_the_swap_step(sample, tmp_path):
+    out = tmp_path / "killed"
+    work = out / ".work" / "sieve_swap"
+    cmd = [sys.executable, "-m", "builders.build", "sieve_swap", "--out", str(out), "--no-progress", "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done: list[Path] = []
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        d = _swap_dir(work)
+        done = sorted(d.glob("*.stats.json")) if d else []
+        if done:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the build finished before it could be killed: " + proc.stderr.read().decode()[-500:]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    swap = _swap_dir(work)
+    finished = {p.name: p.stat().st_mtime_ns for p in swap.glob("*.stats.json")}
+    n_shards = len(list((sample.parent / ".work" / "sieve_swap").glob("videos/*_swap-*/*.stats.json")))
+    assert 1 <= len(finished) < n_shards, (finished, n_shards)
+    assert not (out / "sieve_swap").exists()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {p.name: p.stat().st_mtime_ns for p in swap.glob("*.stats.json") if p.name in finished} == finished
+    assert release_tables(out / "sieve_swap") == release_tables(sample)
+    stats = json.loads((out / "sieve_swap" / "stats.json").read_text())
+    assert stats["steps"]["swap"]["cached_shards"] == len(finished)
+    assert stats["drops"] == json.loads((sample / "stats.json").read_text())["drops"]
+
+
+def test_kill_while_writing_the_release_leaves_the_old_release_or_none(sample, tmp_path):
+    """A SIGKILL during the release phase never leaves a half-written release folder: it is built hidden."""
+    out = tmp_path / "rel"
+    work = sample.parent / ".work" / "sieve_swap"  # all pipeline shards cached: the run goes straight to release
+    cmd = [sys.executable, "-m", "builders.build", "sieve_swap", "--out", str(out), "--work-dir", str(work),
+           "--no-progress", "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hidden = out / ".sieve_swap.incomplete"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not hidden.exists():
+        time.sleep(0.02)
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (out / "sieve_swap").exists() or release_tables(out / "sieve_swap") == release_tables(sample)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert release_tables(out / "sieve_swap") == release_tables(sample)
+    assert not hidden.exists()
