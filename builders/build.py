@@ -6,7 +6,6 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
 from .core.config import ConfigError
 from .corpora import CORPORA, DESCRIPTIONS, CorpusNotBuilt

@@ -25,7 +25,7 @@ from .. import __version__ as TOOLKIT_VERSION
 from .fingerprint import file_fingerprint, hash_obj
 from .records import Count, Drop
 from .shards import StageData, shard_done, read_stats, write_json_file, write_shard
-from .step import FitInputs, Pipeline, Source, Step
+from .step import FitInputs, Pipeline, Source
 
 
 @dataclass

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing as mp
+import os
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from .records import Out
 from .shards import read_rows, write_shard
@@ -133,6 +134,15 @@ class _ShardActor:
         return {"shard": shards, "stats": stats}
 
 
+def _torch_threads() -> int:
+    try:
+        import torch
+
+        return torch.get_num_threads()
+    except ImportError:
+        return os.cpu_count() or 1
+
+
 class RayRunner:
     """Runs the same steps on Ray Data: one item per shard, ``map_batches`` over an actor pool.
 
@@ -156,12 +166,14 @@ class RayRunner:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             else:
                 # a local Ray: workers see the driver's import path (corpus or test modules outside site-packages)
-                import os
                 import sys
 
                 path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+                # Ray gives each actor OMP_NUM_THREADS=1; keep the driver's BLAS/torch thread count instead, so that
+                # float reductions (embeddings, cosines) are bit-identical to the local runner's
+                threads = os.environ.get("OMP_NUM_THREADS") or str(_torch_threads())
                 ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
-                         runtime_env={"env_vars": {"PYTHONPATH": path}})
+                         runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": threads}})
             self._started = True
         import logging
 
@@ -199,13 +211,3 @@ def make_runner(engine: str, workers: int, ray_address: str | None = None) -> Lo
         return RayRunner(workers, ray_address)
     raise ValueError(f"unknown engine {engine!r} (local or ray)")
 
-
-def iter_chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
-    chunk: list[Any] = []
-    for x in items:
-        chunk.append(x)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk

@@ -331,6 +331,7 @@ class CleanTranscript(Step):
     sort by start, clip ends to the duration; optional English check (off by default: the paper has none)."""
 
     name = "clean_transcript"
+    version = "2"
     id_field = "video_id"
     config_keys = ("require_english",)
 
@@ -344,11 +345,11 @@ class CleanTranscript(Step):
             bad = 0
             for s in r["asr_raw"]:
                 start, end, text = s["start"], s["end"], clean(s["text"] or "")
-                if not (_finite(start) and _finite(end)) or end <= start:
+                # spec §3.1.5 / §6: empty text after `clean` (e.g. only "[Music]"), garbled text (no letter),
+                # NaN times or end <= start -> the segment is removed and counted
+                if not (_finite(start) and _finite(end)) or end <= start or not text or not has_alpha(text):
                     bad += 1
                     continue
-                if not text or not has_alpha(text):
-                    continue  # non-speech tag or garbled line: nothing to swap
                 segs.append({"start": float(start), "end": float(end), "text": text})
             out.count("bad_segment", bad)
             segs.sort(key=lambda s: (s["start"], s["end"]))

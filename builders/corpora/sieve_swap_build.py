@@ -217,7 +217,7 @@ def write_drops(path: Path, result: BuildResult) -> int:
 def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
     """Write the release folder (built in a hidden sibling, gated, then moved into place)."""
     from ..core.report import write_report
-    from ..release import gate, render_card, write_json_atomic, write_readme, write_split
+    from ..release import gate, write_json_atomic, write_readme, write_split
 
     out_dir = Path(out_dir)
     videos = list(result.outputs["videos"].rows())

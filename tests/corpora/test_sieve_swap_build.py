@@ -189,3 +189,39 @@ def test_kill_while_writing_the_release_leaves_the_old_release_or_none(sample, t
     assert r.returncode == 0, r.stderr[-2000:]
     assert release_tables(out / "sieve_swap") == release_tables(sample)
     assert not hidden.exists()
+
+
+#: the per-video outcomes documented in builders/samples/sieve_swap/README.md (MPNet, sim_threshold 0.75)
+SAMPLE_VALIDATION = {"bN4tQ7xWk2E", "Ua2dX7hPq5w", "P3xLk9Tq-Ew", "tK9wE3zRb6P", "Fs8kC2xVn4B", "rJ8mB3tYk6N",
+                     "uH1rL6pQz9D", "Mc5tY0wJe3S"}
+SAMPLE_TRAIN = {"Lr8_vHq3ZcM", "0pYeK5mTs9A", "c7JvR2nHw5Y", "Ym2hU7qNc0F", "Zm4qT8pLx_0", "Vx1cQ9sLf4A", "j4LsA8vXp2T",
+                "Qe7pM4kDv1X"}
+SAMPLE_VIDEO_DROPS = {
+    "Hq7mZ2cLp0U": "no_swapped_segments", "yF5nW8rGd1s": "content_sieve_failed", "iP7vD4nKq8G": "content_sieve_failed",
+    "oW3qT5yHg7L": "content_sieve_failed", "e9RkV4sJm2Q": "no_title_content_words", "Xg2bR9sFt5H": "no_title_match",
+    "Gt6wN1bYr3K": "no_transcript", "Rb6zN1mKw9C": "malformed_transcript", "nB5gH2wZt8R": "empty_transcript",
+    "Wd2FhR7uJxo": "too_long", "kT3s-9VbQe4": "excluded_id", "dN6yK3pWm1V": "small_task", "Kv0qS7hLb2J": "small_task",
+    "Ap9xT4cZr7M": "not_cooking", "wE3nJ8bQs5Y": "not_cooking", "Ls6mG1vRk0D": "not_cooking",
+}
+
+
+def test_sample_outcomes_match_its_readme(sample):
+    rows = release_tables(sample)
+    assert {r["video_id"] for r in rows["default/validation-00000-of-00001.parquet"]} == SAMPLE_VALIDATION
+    assert {r["video_id"] for r in rows["default/train-00000-of-00001.parquet"]} == SAMPLE_TRAIN
+    drops = pq.read_table(sample / "drops.parquet").to_pylist()
+    by_id = {d["item_id"]: d["reason"] for d in drops if d["stage"] not in ("read_recipes", "recipe_clean",
+                                                                           "recipe_dedup")}
+    for vid, reason in SAMPLE_VIDEO_DROPS.items():
+        assert by_id.get(vid) == reason, vid
+    stats = json.loads((sample / "stats.json").read_text())
+    assert stats["drops"]["malformed_metadata_row"] == 2 and stats["drops"]["duplicate_video_row"] == 1
+    assert stats["counters"]["unknown_task_id"] == 5 and stats["counters"]["caption_length_mismatch"] == 1
+    assert stats["counters"]["bad_segment"] == 17
+    for reason in ("malformed_csv_row",):
+        assert stats["drops"][reason] == 2
+    for reason in ("malformed_recipe_json", "no_directions", "no_title", "duplicate_recipe"):
+        assert stats["drops"][reason] == 1
+    assert stats["release"]["recipes"]["train"] == 46
+    assert sum(len(r["segments"]) for r in rows["default/validation-00000-of-00001.parquet"]) == 59
+    assert sum(len(r["segments"]) for r in rows["default/train-00000-of-00001.parquet"]) == 50

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import pytest
+from datasets import load_dataset
+from huggingface_hub import DatasetCard
+
+from builders.release import ReleaseGateError, gate, render_card, split_info, write_readme, write_split
+from loading_scripts import sieve_swap as schema
+
+
+def video(i: int) -> dict:
+    seg = {"start": 1.0 + i, "end": 4.5 + i, "text": "Mix the flour and sugar.", "recipe_id": 7, "step_index": 0,
+           "similarity": 0.9, "asr_text": "now mix the flour and the sugar", "num_merged": 1,
+           "candidates": [{"text": "Mix the flour and sugar.", "recipe_id": 7, "step_index": 0, "similarity": 0.9},
+                          {"text": "Stir in sugar.", "recipe_id": 9, "step_index": 2, "similarity": 0.8}]}
+    return {"video_id": f"vid{i:08d}", "title": "Best Cake", "title_source": "youtube_title", "task_id": 1,
+            "task_name": "Make Cake", "category_1": "Food and Entertaining", "category_2": "Desserts",
+            "duration": 120.5, "duration_source": "metadata", "asr_source": "howto100m_raw_caption",
+            "recipe_ids": [7, 9], "recipe_token_iou": [0.3, 0.2], "recipe_token_recall": [0.5, 0.4],
+            "max_token_iou": 0.3, "num_asr_segments": 10, "segments": [seg],
+            "provenance": {"builder_version": "0.1.0", "embedding_model": "m", "sim_threshold": 0.75,
+                           "iou_threshold": 0.1, "recall_threshold": 0.3, "val_iou_threshold": 0.2,
+                           "title_match": "any", "retrieval_pool": "global", "top_k": 2}}
+
+
+def recipe(i: int) -> dict:
+    return {"recipe_id": i, "title": f"Cake {i}", "ingredients": ["1 c. flour"], "directions": ["Mix.", "Bake."],
+            "ner": ["flour"], "link": "www.example.com/x", "source": "Gathered", "num_segments_top1": i % 3}
+
+
+def make_release(root, n_train=5, n_val=3, per_shard=2):
+    splits = {"default": ["train", "validation"], "raw_asr": ["train"], "recipes": ["train"]}
+    write_split(root, "default", "train", [video(i) for i in range(n_train)], schema.FEATURES["default"], per_shard)
+    write_split(root, "default", "validation", [video(100 + i) for i in range(n_val)], schema.FEATURES["default"],
+                per_shard)
+    raw = [{"video_id": f"vid{i:08d}", "duration": 120.5, "asr_source": "whisperx",
+            "segments": [{"start": 0.0, "end": 2.0, "text": "hi"}]} for i in range(n_train)]
+    write_split(root, "raw_asr", "train", raw, schema.FEATURES["raw_asr"], per_shard)
+    write_split(root, "recipes", "train", [recipe(i) for i in range(4)], schema.FEATURES["recipes"], per_shard)
+    feats = {c: schema.FEATURES[c] for c in splits}
+    write_readme(root, features_by_config=feats, splits_by_config=splits, default_config="default",
+                 card=schema.CARD, title="Sieve & Swap", body="body text")
+    return feats, splits
+
+
+def test_release_loads_offline_with_the_declared_features(tmp_path, monkeypatch):
+    root = tmp_path / "sieve_swap"
+    feats, splits = make_release(root)
+    assert sorted(p.name for p in (root / "default").iterdir()) == [
+        "train-00000-of-00003.parquet", "train-00001-of-00003.parquet", "train-00002-of-00003.parquet",
+        "validation-00000-of-00002.parquet", "validation-00001-of-00002.parquet"]
+    assert split_info(root, "default", "train").num_examples == 5
+    got = gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+    assert got == {"default": {"train": 5, "validation": 3}, "raw_asr": {"train": 5}, "recipes": {"train": 4}}
+    card = DatasetCard.load(root / "README.md")
+    configs = {c["config_name"]: c for c in card.data.configs}
+    assert configs["default"]["default"] is True and "default" not in configs["recipes"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    ds = load_dataset("sieve_swap")
+    assert ds["train"].features == schema.FEATURES["default"]
+    row = ds["train"][0]
+    assert row["title_source"] == 0 and row["segments"][0]["candidates"][1]["recipe_id"] == 9
+    assert load_dataset("sieve_swap", "recipes")["train"].features["source"].names == ["Gathered", "Recipes1M"]
+
+
+def test_write_split_is_deterministic(tmp_path):
+    a = write_split(tmp_path / "a", "recipes", "train", [recipe(i) for i in range(5)], schema.FEATURES["recipes"], 2)
+    b = write_split(tmp_path / "b", "recipes", "train", [recipe(i) for i in range(5)], schema.FEATURES["recipes"], 2)
+    assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
+    # a later write with another shard count removes the stale layout
+    write_split(tmp_path / "a", "recipes", "train", [recipe(i) for i in range(5)], schema.FEATURES["recipes"], 10)
+    assert sorted(p.name for p in (tmp_path / "a" / "recipes").iterdir()) == ["train-00000-of-00001.parquet"]
+
+
+def test_rows_that_do_not_match_the_features_are_rejected(tmp_path):
+    bad = recipe(1)
+    del bad["ner"]
+    with pytest.raises(ValueError, match="ner"):
+        write_split(tmp_path, "recipes", "train", [bad], schema.FEATURES["recipes"])
+
+
+def test_gate_rejects_a_leftover_file_and_a_missing_shard(tmp_path):
+    root = tmp_path / "r"
+    feats, splits = make_release(root)
+    (root / "default" / "train-00000-of-00003.parquet.tmp").write_bytes(b"junk")
+    with pytest.raises(ReleaseGateError, match="unexpected non-hidden"):
+        gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+    (root / "default" / "train-00000-of-00003.parquet.tmp").unlink()
+    (root / "default" / ".train-00000-of-00003.parquet.tmp").write_bytes(b"junk")  # hidden: ignored by the globs
+    gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+    (root / "default" / "train-00001-of-00003.parquet").unlink()
+    with pytest.raises(ReleaseGateError):
+        gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+
+
+def test_render_card_fills_placeholders(tmp_path):
+    t = tmp_path / "card.md"
+    t.write_text("kept $n videos at $$0.75 cost; $unknown stays")
+    assert render_card(t, {"n": 16}) == "kept 16 videos at $0.75 cost; $unknown stays"
