@@ -33,6 +33,14 @@ class FitInputs:
     work_dir: Path | None = None
 
 
+def config_subset(cfg: Any, keys: tuple[str, ...] | None) -> dict[str, Any]:
+    """The config fields that key a stage's cache (all of them when ``keys`` is None)."""
+    from .config import to_dict
+
+    full = to_dict(cfg)
+    return {k: full[k] for k in (keys if keys is not None else tuple(full))}
+
+
 class Step:
     #: stage name in statistics, drops and cache paths (the papers' words: "title_sieve", "swap", ...)
     name: ClassVar[str] = ""
@@ -51,11 +59,7 @@ class Step:
         self.cfg = cfg
 
     def cache_config(self) -> dict[str, Any]:
-        from .config import to_dict
-
-        full = to_dict(self.cfg)
-        keys = self.config_keys if self.config_keys is not None else tuple(full)
-        return {k: full[k] for k in keys}
+        return config_subset(self.cfg, self.config_keys)
 
     def fit(self, inputs: FitInputs) -> Any:
         return None
@@ -82,11 +86,7 @@ class Source:
         return []
 
     def cache_config(self) -> dict[str, Any]:
-        from .config import to_dict
-
-        full = to_dict(self.cfg)
-        keys = self.config_keys if self.config_keys is not None else tuple(full)
-        return {k: full[k] for k in keys}
+        return config_subset(self.cfg, self.config_keys)
 
     def read(self) -> Iterator[Row | Drop | Count]:
         raise NotImplementedError(f"{type(self).__name__}.read")

@@ -331,7 +331,7 @@ class CleanTranscript(Step):
     sort by start, clip ends to the duration; optional English check (off by default: the paper has none)."""
 
     name = "clean_transcript"
-    version = "2"
+    version = "3"
     id_field = "video_id"
     config_keys = ("require_english",)
 
@@ -355,7 +355,9 @@ class CleanTranscript(Step):
             segs.sort(key=lambda s: (s["start"], s["end"]))
             duration = r["duration"]
             if duration is not None:
-                segs = [{**s, "end": min(s["end"], duration)} for s in segs if s["start"] < duration]
+                inside = [{**s, "end": min(s["end"], duration)} for s in segs if s["start"] < duration]
+                out.count("segment_after_duration", len(segs) - len(inside))
+                segs = inside
             if not segs:
                 out.drop(r["video_id"], "empty_transcript", f"{len(r['asr_raw'])} raw segments")
                 continue
