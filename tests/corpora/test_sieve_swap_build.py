@@ -35,6 +35,23 @@ def build(out: Path, *extra: str) -> Path:
     return out / "sieve_swap"
 
 
+def differences(a, b, path: str = "", float_tol: float = 0.0) -> list[str]:
+    """The first leaf paths where two nested values differ (floats within ``float_tol``, everything else exactly)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}/{k}: missing on one side" for k in a.keys() ^ b.keys()]
+        for k in a.keys() & b.keys():
+            out += differences(a[k], b[k], f"{path}/{k}", float_tol)
+        return out[:10]
+    if isinstance(a, list) and isinstance(b, list):
+        out = [f"{path}: {len(a)} vs {len(b)} items"] if len(a) != len(b) else []
+        for i, (x, y) in enumerate(zip(a, b)):
+            out += differences(x, y, f"{path}[{i}]", float_tol)
+        return out[:10]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if abs(a - b) <= float_tol else [f"{path}: {a!r} != {b!r}"]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
 def release_tables(root: Path) -> dict[str, list[dict]]:
     """Every parquet shard of a release, as python rows (content, not bytes)."""
     return {str(p.relative_to(root)): pq.read_table(p).to_pylist() for p in sorted(root.glob("*/*.parquet"))}
@@ -124,7 +141,10 @@ def test_second_build_is_identical(sample, tmp_path):
 def test_ray_engine_gives_identical_rows(sample, tmp_path):
     pytest.importorskip("ray")
     ray_release = build(tmp_path, "--engine", "ray", "--workers", "2")
-    assert release_tables(ray_release) == release_tables(sample)
+    # Same ids, texts, timestamps, candidates, splits and counts. Cosines may differ in the last float32 bit: the
+    # runner gives actors the driver's BLAS thread count, which makes them bit-identical in a fresh process, but
+    # after other in-process torch work we have seen 1-ulp differences (~2e-7).
+    assert not differences(release_tables(ray_release), release_tables(sample), float_tol=1e-6)
 
 
 def test_require_english_drops_the_spanish_video(sample, tmp_path):
