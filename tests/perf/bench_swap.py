@@ -32,8 +32,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -225,7 +226,8 @@ def make_inputs(work: Path, n_segments: int, n_steps: int, *, steps_per_recipe: 
             dur = rng.uniform(1.0, 7.5)
             segs.append({"start": round(t, 2), "end": round(t + dur, 2), "text": gen.segment(talk)})
             t += dur + rng.uniform(0.0, 2.0)
-        videos.append({"video_id": f"v{v:06d}", "task_id": 100000 + v % 500, "title": f"how to make {rng.choice(DISHES)}",
+        videos.append({"video_id": f"v{v:06d}", "task_id": 100000 + v % 500,
+                       "title": f"how to make {rng.choice(DISHES)}",
                        "duration": round(t, 2), "split": "train", "recipe_ids": own_ids,
                        "max_token_iou": 0.15, "asr_segments": segs, "num_asr_segments": len(segs)})
     video_dir = work / "videos_in"
@@ -256,10 +258,10 @@ class Timers:
 def instrument(timers: Timers) -> Iterator[None]:
     """Wrap ``SentenceEncoder.encode``, ``builders.ops.swap.topk_search`` (the name the Swap step calls through its
     ``swap_ops`` module) and the embedding cache's ``get``/``put``; restore them afterwards."""
+    import builders.corpora.sieve_swap as ss_mod
     from builders.models import embedding_cache as ec_mod
     from builders.models import text_encoder as te_mod
     from builders.ops import swap as swap_mod
-    import builders.corpora.sieve_swap as ss_mod
 
     assert ss_mod.swap_ops is swap_mod
     orig_encode = te_mod.SentenceEncoder.encode
@@ -494,7 +496,7 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
             load_samples = sampler.stop()
         load_end = os.getloadavg()
 
-        pool = int(len(state["texts"]))
+        pool = len(state["texts"])
         swapped = sum(s["counters"].get("segments_swapped", 0) for s in shard_stats)
         discarded = sum(s["counters"].get("segments_discarded", 0) for s in shard_stats)
         kept_videos = sum(s["kept"] for s in shard_stats)
@@ -523,7 +525,8 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
             "search_gflops": 2.0 * timers.dot_products * dim / timers.search_s / 1e9 if timers.search_s else None,
             "encoder_share": timers.encoder_s / total_s, "search_share": timers.search_s / total_s,
             # the per-shard part alone (segments embedded + searched; the pool is embedded once, in fit)
-            "process_encoder_share": (timers.encoder_s - fit_encoder_s) / timers.process_s if timers.process_s else None,
+            "process_encoder_share": ((timers.encoder_s - fit_encoder_s) / timers.process_s
+                                      if timers.process_s else None),
             "process_search_share": timers.search_s / timers.process_s if timers.process_s else None,
             "other_share": other_s / total_s, "encoder_share_target": ENCODER_SHARE_TARGET,
             "meets_target": timers.encoder_s / total_s >= ENCODER_SHARE_TARGET,
@@ -547,43 +550,44 @@ def format_table(r: dict[str, Any]) -> str:
     rows = [
         ("model", f"{r['model_id']} (dim {r['dims']})"),
         ("pool (recipe steps)", f"{r['inputs']['pool_steps']:,}"),
-        ("segments", f"{r['inputs']['segments']:,} in {r['inputs']['videos']} videos, "
-                     f"{r['inputs']['video_shards']} shards"),
+        ("segments", (f"{r['inputs']['segments']:,} in {r['inputs']['videos']} videos, "
+                      f"{r['inputs']['video_shards']} shards")),
         ("sentences embedded", f"{r['sentences_embedded']:,} ({r['encoder_calls']} encode calls)"),
         ("sentences/s (in encoder)", f"{r['sentences_per_s_encoder']:,.1f}"),
         ("sentences/s (whole step)", f"{r['sentences_per_s_overall']:,.1f}"),
-        ("segments searched/s", f"{r['segments_searched_per_s']:,.0f} (x {r['inputs']['pool_steps']:,} steps, "
-                                f"{r['search_gflops']:.1f} GFLOP/s)"),
-        ("wall time, step", f"{s['total']:.1f} s (fit {s['fit']:.1f}, setup {s['setup']:.2f}, "
-                            f"shards {s['shards']:.1f})"),
-        ("  encoder", f"{s['encoder']:.1f} s  {100 * r['encoder_share']:.1f} %  "
-                      f"(pool {s['encoder_fit']:.1f} s, segments {s['encoder_process']:.1f} s)"),
+        ("segments searched/s", (f"{r['segments_searched_per_s']:,.0f} (x {r['inputs']['pool_steps']:,} steps, "
+                                 f"{r['search_gflops']:.1f} GFLOP/s)")),
+        ("wall time, step", (f"{s['total']:.1f} s (fit {s['fit']:.1f}, setup {s['setup']:.2f}, "
+                             f"shards {s['shards']:.1f})")),
+        ("  encoder", (f"{s['encoder']:.1f} s  {100 * r['encoder_share']:.1f} %  "
+                       f"(pool {s['encoder_fit']:.1f} s, segments {s['encoder_process']:.1f} s)")),
         ("  search", f"{s['search']:.1f} s  {100 * r['search_share']:.1f} %"),
-        ("  other", f"{s['other']:.1f} s  {100 * r['other_share']:.1f} %  (embedding cache {s['embedding_cache']:.1f} s,"
-                    f" shard I/O {s['shard_io']:.1f} s)"),
-        ("  per-shard part only", f"process {s['process']:.1f} s: encoder {100 * r['process_encoder_share']:.1f} %, "
-                                  f"search {100 * r['process_search_share']:.1f} % (pool embedding excluded)"),
-        ("encoder share target", f">= {100 * r['encoder_share_target']:.0f} %: "
-                                 f"{'MET' if r['meets_target'] else 'NOT MET'}"),
-        ("swapped / discarded", f"{r['segments_swapped']:,} / {r['segments_discarded']:,} segments; "
-                                f"{r['videos_kept']} videos kept"),
-        ("correctness sample", f"{ck['checked']} segments ({ck.get('swapped_in_sample', 0)} swapped), "
-                               f"{ck['mismatches']} mismatches vs brute force"),
-        ("not counted", f"model load {s['model_load_not_counted']:.1f} s, "
-                        f"input generation {s['input_generation_not_counted']:.1f} s"),
-        ("machine", f"{m['cpu_model']}, nproc {m['nproc']}, torch threads {m.get('torch_threads')}, "
-                    f"{m.get('mem_gib')} GiB"),
+        ("  other", (f"{s['other']:.1f} s  {100 * r['other_share']:.1f} %  "
+                     f"(embedding cache {s['embedding_cache']:.1f} s, shard I/O {s['shard_io']:.1f} s)")),
+        ("  per-shard part only", (f"process {s['process']:.1f} s: "
+                                   f"encoder {100 * r['process_encoder_share']:.1f} %, "
+                                   f"search {100 * r['process_search_share']:.1f} % (pool embedding excluded)")),
+        ("encoder share target", (f">= {100 * r['encoder_share_target']:.0f} %: "
+                                  f"{'MET' if r['meets_target'] else 'NOT MET'}")),
+        ("swapped / discarded", (f"{r['segments_swapped']:,} / {r['segments_discarded']:,} segments; "
+                                 f"{r['videos_kept']} videos kept")),
+        ("correctness sample", (f"{ck['checked']} segments ({ck.get('swapped_in_sample', 0)} swapped), "
+                                f"{ck['mismatches']} mismatches vs brute force")),
+        ("not counted", (f"model load {s['model_load_not_counted']:.1f} s, "
+                         f"input generation {s['input_generation_not_counted']:.1f} s")),
+        ("machine", (f"{m['cpu_model']}, nproc {m['nproc']}, torch threads {m.get('torch_threads')}, "
+                     f"{m.get('mem_gib')} GiB")),
         ("load average", "start " + " ".join(f"{x:.2f}" for x in r["loadavg_start"]) +
                          " / end " + " ".join(f"{x:.2f}" for x in r["loadavg_end"]) +
                          f"; 1-min during the step: mean {r['loadavg_1min_during']['mean']:.2f}, "
                          f"max {r['loadavg_1min_during']['max']:.2f}"),
-        ("CPU used by the step", f"{r['process_cpu_seconds']:.0f} s CPU in {s['total']:.0f} s wall = "
-                                 f"{100 * r['cpu_utilisation']:.0f} % of {m['nproc']} cores"),
+        ("CPU used by the step", (f"{r['process_cpu_seconds']:.0f} s CPU in {s['total']:.0f} s wall = "
+                                  f"{100 * r['cpu_utilisation']:.0f} % of {m['nproc']} cores")),
     ]
     w = max(len(k) for k, _ in rows)
     line = "-" * (w + 60)
-    return "\n".join([line, f"swap benchmark: {r['model']} {r['inputs']['segments']:,} segments x "
-                            f"{r['inputs']['pool_steps']:,} steps", line,
+    return "\n".join([line, (f"swap benchmark: {r['model']} {r['inputs']['segments']:,} segments x "
+                             f"{r['inputs']['pool_steps']:,} steps"), line,
                       *(f"{k.ljust(w)}  {v}" for k, v in rows), line])
 
 
