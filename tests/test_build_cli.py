@@ -58,3 +58,11 @@ def test_unreadable_config_file(tmp_path, capsys):
 def test_module_entry_point():
     r = subprocess.run([sys.executable, "-m", "builders.build", "marc"], capture_output=True, text=True)
     assert r.returncode == 2 and "not implemented yet" in r.stderr
+
+
+def test_eval_cli_says_it_is_not_implemented():
+    import pathlib
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "eval" / "run.py"
+    r = subprocess.run([sys.executable, str(script), "densevid", "--pred", "p.json"], capture_output=True, text=True)
+    assert r.returncode == 2 and "not implemented yet" in r.stderr
