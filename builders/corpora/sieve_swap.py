@@ -468,13 +468,14 @@ class Swap(Step):
     (``global``, literal Eq. 6) or the video's own kept recipes (``paired``)."""
 
     name = "swap"
+    version = "2"
     id_field = "video_id"
     side_inputs = ("recipes",)
     uses_model = True
     config_keys = ("embedding_model", "sim_threshold", "top_k", "retrieval_pool")
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        from ..models.embedding_cache import EmbeddingCache, encode_cached
+        from ..models.embedding_cache import EmbeddingCache, encode_set_cached
         from ..models.text_encoder import get_encoder
 
         r2 = set()
@@ -490,7 +491,7 @@ class Swap(Step):
                 texts.append(step)
         cache_path = str(Path(inputs.work_dir) / "embeddings.sqlite")
         encoder = get_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
-        keys = encode_cached(encoder, texts, EmbeddingCache(cache_path))
+        keys = encode_set_cached(encoder, texts, EmbeddingCache(cache_path))
         return {"keys": keys, "recipe_ids": np.asarray(rids, dtype=np.int64),
                 "step_index": np.asarray(sidx, dtype=np.int32), "texts": texts, "cache_path": cache_path,
                 "model_id": encoder.model_id}
@@ -512,11 +513,11 @@ class Swap(Step):
         return sims, idx
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ..models.embedding_cache import encode_cached
+        from ..models.embedding_cache import encode_set_cached
 
         st = self.state
         texts = [s["text"] for r in rows for s in r["asr_segments"]]
-        emb = encode_cached(self.encoder, texts, self.cache)
+        emb = encode_set_cached(self.encoder, texts, self.cache)
         if self.cfg.retrieval_pool == "global":
             sims, idx = self._search(emb, None)
         offset = 0

@@ -1,7 +1,14 @@
-"""On-disk cache of sentence embeddings keyed by (model id, sha1 of the text) — specs/sieve_swap.md §3.7.
+"""On-disk cache of sentence embeddings — specs/sieve_swap.md §3.7.
 
 One SQLite file per work directory; several processes may read and write it (WAL mode). Changing a threshold
 downstream never re-embeds; changing the model changes the key.
+
+Vectors are cached per *set* of texts (a work shard's distinct ASR segments, the recipe-step pool), keyed by
+(model id, sha1 of the sorted distinct texts), not per text as the spec suggests: a transformer's float output for a
+text depends in its last bits on the padded batch it was computed in, so per-text reuse across shards would make the
+result depend on which shard happened to embed a repeated line first (parallel runners) or on what an earlier build
+left in the cache. Per-set keys keep every build bit-identical whatever the runner, and a rerun (resume, a changed
+threshold) still finds every vector.
 """
 
 from __future__ import annotations
@@ -15,10 +22,6 @@ from typing import Sequence
 import numpy as np
 
 from .text_encoder import SentenceEncoder
-
-
-def text_key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
 class EmbeddingCache:
@@ -57,20 +60,22 @@ class EmbeddingCache:
         self._db.close()
 
 
-def encode_cached(encoder: SentenceEncoder, texts: Sequence[str], cache: EmbeddingCache | None) -> np.ndarray:
-    """Embed ``texts`` with ``encoder``: each distinct string once, reusing and filling ``cache``."""
-    unique = list(dict.fromkeys(texts))
-    keys = [text_key(t) for t in unique]
-    found = cache.get(encoder.model_id, keys) if cache is not None else {}
-    todo = [i for i, k in enumerate(keys) if k not in found]
-    if todo:
-        fresh = encoder.encode([unique[i] for i in todo])
-        if cache is not None:
-            cache.put(encoder.model_id, [keys[i] for i in todo], fresh)
-        for j, i in enumerate(todo):
-            found[keys[i]] = fresh[j]
+def encode_set_cached(encoder: SentenceEncoder, texts: Sequence[str], cache: EmbeddingCache | None) -> np.ndarray:
+    """Embed ``texts`` (one row per input, repeats allowed) by encoding their sorted distinct strings in one call,
+    reusing and filling ``cache`` under the key of that set."""
+    unique = sorted(set(texts))
     if not unique:
         return np.zeros((0, encoder.dim), dtype=np.float32)
-    table = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+    key = "set:" + hashlib.sha1("\n".join(unique).encode("utf-8")).hexdigest()
+    found = cache.get(encoder.model_id, [key]).get(key) if cache is not None else None
+    if found is not None:
+        if found.size % len(unique):
+            raise RuntimeError(f"embedding cache {cache.path} holds a corrupt entry for {key}: delete the file "
+                               "or rebuild with --fresh")
+        table = found.reshape(len(unique), -1)
+    else:
+        table = encoder.encode(unique)
+        if cache is not None:
+            cache.put(encoder.model_id, [key], table.reshape(1, -1))
     index = {t: i for i, t in enumerate(unique)}
     return table[[index[t] for t in texts]]

@@ -141,10 +141,7 @@ def test_second_build_is_identical(sample, tmp_path):
 def test_ray_engine_gives_identical_rows(sample, tmp_path):
     pytest.importorskip("ray")
     ray_release = build(tmp_path, "--engine", "ray", "--workers", "2")
-    # Same ids, texts, timestamps, candidates, splits and counts. Cosines may differ in the last float32 bit:
-    # shards run concurrently, so a text repeated across shards (an intro line) may be embedded in a different
-    # padded batch than in a sequential build, before the shared embedding cache has it (seen: ~2e-7).
-    assert not differences(release_tables(ray_release), release_tables(sample), float_tol=1e-6)
+    assert not differences(release_tables(ray_release), release_tables(sample))  # bit-identical values
 
 
 def test_require_english_drops_the_spanish_video(sample, tmp_path):

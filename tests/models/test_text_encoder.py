@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from builders.models.embedding_cache import EmbeddingCache, encode_cached, text_key
+from builders.models.embedding_cache import EmbeddingCache, encode_set_cached
 from builders.models.text_encoder import MODEL_IDS, SentenceEncoder, get_encoder, resolve_model
 
 
@@ -33,18 +33,16 @@ def test_unknown_model_path_does_not_download(tmp_path):
     assert model_id.startswith("local:") and path == str(tmp_path)
 
 
-def test_cache_roundtrip_and_reuse(minilm, tmp_path, monkeypatch):
+def test_set_cache_roundtrip_and_reuse(minilm, tmp_path, monkeypatch):
     cache = EmbeddingCache(tmp_path / "e.sqlite")
     texts = ["stir the soup", "add salt", "stir the soup"]
-    first = encode_cached(minilm, texts, cache)
-    assert np.array_equal(first[0], first[2])
-    assert set(cache.get(minilm.model_id, [text_key(t) for t in texts])) == {text_key("stir the soup"),
-                                                                              text_key("add salt")}
+    first = encode_set_cached(minilm, texts, cache)
+    assert first.shape == (3, 384) and np.array_equal(first[0], first[2])
+    assert np.allclose(first[1], minilm.encode(["add salt"])[0], atol=1e-5)
     calls = []
     monkeypatch.setattr(SentenceEncoder, "encode", lambda self, t: calls.append(list(t)) or np.zeros((len(t), 384)))
-    again = encode_cached(minilm, ["add salt", "stir the soup"], cache)
-    assert calls == []  # both from the cache
-    assert np.array_equal(again, first[[1, 0]])
-    encode_cached(minilm, ["add pepper", "add salt"], cache)
-    assert calls == [["add pepper"]]  # only the new text is embedded
-    assert cache.get("another-model", [text_key("add salt")]) == {}
+    again = encode_set_cached(minilm, ["add salt", "stir the soup"], cache)  # same set, other order: from the cache
+    assert calls == [] and np.array_equal(again, first[[1, 0]])
+    encode_set_cached(minilm, ["add pepper", "add salt"], cache)  # another set is embedded as a whole, sorted
+    assert calls == [["add pepper", "add salt"]]
+    assert encode_set_cached(minilm, [], cache).shape == (0, 384)

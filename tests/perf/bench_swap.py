@@ -364,28 +364,45 @@ def machine_info() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- correctness
+class _NoEncode:
+    """An encoder stand-in for reading cached vectors back: it fails if anything would have to be embedded."""
+
+    def __init__(self, model_id: str):
+        self.model_id = model_id
+
+    def encode(self, texts: Any) -> Any:
+        raise AssertionError("the swap step did not cache this shard's segment embeddings")
+
+
 def check_sample(state: dict[str, Any], video_dir: Path, n_video_shards: int, out_dir: Path, n_check: int,
                  sim_threshold: float, seed: int) -> dict[str, Any]:
     """For ``n_check`` random segments compare the step's decision and top-1 (and top-2) step with a brute-force
     numpy argmax of (pool embeddings @ segment embedding), using the segment vectors the step stored in its cache."""
     from builders.core.shards import read_drops, read_rows
-    from builders.models.embedding_cache import EmbeddingCache, text_key
+    from builders.models.embedding_cache import EmbeddingCache, encode_set_cached
 
     out_rows = {r["video_id"]: r for i in range(n_video_shards) for r in read_rows(out_dir, i)}
     dropped = {d["item_id"]: d["reason"] for i in range(n_video_shards) for d in read_drops(out_dir, i)}
-    segs = [(r["video_id"], j, s["text"]) for i in range(n_video_shards)
-            for r in read_rows(video_dir, i, ["video_id", "asr_segments"]) for j, s in enumerate(r["asr_segments"])]
+    shard_rows = [read_rows(video_dir, i, ["video_id", "asr_segments"]) for i in range(n_video_shards)]
+    segs = [(r["video_id"], j, s["text"], i) for i, rows in enumerate(shard_rows)
+            for r in rows for j, s in enumerate(r["asr_segments"])]
     rng = random.Random(seed + 7)
     sample = rng.sample(segs, min(n_check, len(segs)))
+    # the step caches one matrix per shard (its sorted distinct segment texts): read them back, nothing is re-embedded
     cache = EmbeddingCache(state["cache_path"])
-    found = cache.get(state["model_id"], [text_key(t) for _, _, t in sample])
+    found: dict[tuple[int, str], np.ndarray] = {}
+    for i in sorted({i for *_, i in sample}):
+        texts = [s["text"] for r in shard_rows[i] for s in r["asr_segments"]]
+        vecs = encode_set_cached(_NoEncode(state["model_id"]), texts, cache)
+        for t, v in zip(texts, vecs):
+            found[(i, t)] = v
     cache.close()
     keys = np.asarray(state["keys"], dtype=np.float32)
     row_of = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(state["recipe_ids"], state["step_index"]))}
     problems: list[str] = []
     n_swapped = 0
-    for vid, j, text in sample:
-        q = found.get(text_key(text))
+    for vid, j, text, shard in sample:
+        q = found.get((shard, text))
         if q is None:
             problems.append(f"{vid}#{j}: no cached embedding")
             continue
