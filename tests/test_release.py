@@ -98,3 +98,47 @@ def test_render_card_fills_placeholders(tmp_path):
     t = tmp_path / "card.md"
     t.write_text("kept $n videos at $$0.75 cost; $unknown stays")
     assert render_card(t, {"n": 16}) == "kept 16 videos at $0.75 cost; $unknown stays"
+
+
+def test_resume_skips_finished_shards_and_rewrites_missing_ones(tmp_path):
+    rows = [recipe(i) for i in range(5)]
+    paths = write_split(tmp_path, "recipes", "train", rows, schema.FEATURES["recipes"], 2)
+    first = paths[0].read_bytes()
+    paths[0].write_bytes(b"kept as is")  # stands for a shard finished by an earlier run
+    paths[2].unlink()  # an interrupted run: the last shard is missing
+    again = write_split(tmp_path, "recipes", "train", rows, schema.FEATURES["recipes"], 2, resume=True)
+    assert again == paths and paths[0].read_bytes() == b"kept as is" and paths[2].exists()
+    write_split(tmp_path, "recipes", "train", rows, schema.FEATURES["recipes"], 2)  # no resume: rewritten
+    assert paths[0].read_bytes() == first
+    assert not [p for p in (tmp_path / "recipes").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_gate_names_an_empty_split(tmp_path):
+    root = tmp_path / "r"
+    feats, splits = make_release(root)
+    write_split(root, "recipes", "train", [], schema.FEATURES["recipes"])
+    with pytest.raises(ReleaseGateError, match="0 rows"):
+        gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+
+
+def test_write_json_atomic_sorts_keys(tmp_path):
+    import json
+
+    import numpy as np
+
+    from builders.release import write_json_atomic
+
+    path = write_json_atomic(tmp_path / "stats.json", {"b": np.int64(2), "a": [np.float32(0.5)]})
+    assert path.read_text() == json.dumps({"a": [0.5], "b": 2}, indent=2, sort_keys=True) + "\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["stats.json"]
+
+
+def test_to_yc2_format_reads_a_loaded_release(tmp_path, monkeypatch):
+    root = tmp_path / "sieve_swap"
+    make_release(root)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    train = load_dataset(str(root), split="train")
+    out = schema.to_yc2_format(train)
+    assert out["vid00000000"] == {"duration": 120.5, "timestamps": [[1.0, 4.5]],
+                                  "sentences": [["mix the flour and sugar .", "stir in sugar ."]]}
+    assert schema.to_yc2_format(train, raw=True)["vid00000004"]["sentences"] == ["now mix the flour and the sugar"]

@@ -147,12 +147,11 @@ def _funnel_chart(steps: Mapping[str, Mapping[str, Any]]) -> str:
     ax.set_yticks(y, [_mpl(n) for n in names])
     ax.invert_yaxis()
     ax.set_xlabel("rows")
-    ax.set_title("rows in and kept per step")
     ax.legend(loc="lower right", fontsize=8)
     ax.margins(x=0.18)
-    mean_keep = sum(100.0 * k / r for k, r in zip(kept, rows_in) if r) / max(1, sum(1 for r in rows_in if r))
-    ax.text(0.99, 0.02, f"mean keep rate per step = {mean_keep:.1f}%", transform=ax.transAxes, ha="right",
-            va="bottom", fontsize=8, color="#444444")
+    rates = [100.0 * k / r for k, r in zip(kept, rows_in) if r]
+    mean_keep = sum(rates) / len(rates) if rates else 0.0
+    ax.set_title(f"rows in and kept per step (mean keep rate per step = {mean_keep:.1f}%)", fontsize=11)
     return _img(_png(fig), "rows per step", "rows in vs kept per step, in pipeline order")
 
 
