@@ -145,3 +145,25 @@ def swap_decisions(top1_sims: np.ndarray, sim_threshold: float = 0.75) -> np.nda
     threshold rounded to float32). Kept segments take the top-1 step's text, the others are discarded (Eq. 6-7).
     """
     return np.asarray(top1_sims) >= sim_threshold
+
+
+def keep_rate_threshold(reference_top1: np.ndarray, target_top1: np.ndarray,
+                        reference_threshold: float = 0.75) -> tuple[float, float]:
+    """The target-model threshold that keeps the same share of segments as the reference model does at
+    ``reference_threshold`` (spec §5 ``calibrate_sim_threshold``: MiniLM's cosines run lower than MPNet's, for
+    which paper 004 Eq. 6 sets lambda_sim = 0.75).
+
+    ``reference_top1`` and ``target_top1`` are the top-1 similarities of the same segments under the two models.
+    With keep-rate ``r`` of the reference and ``k = round(r * n)``, the result is the k-th largest target
+    similarity, so at least ``k`` segments pass it (ties may add more); ``k = 0`` gives a threshold just above the
+    largest target similarity. Returns ``(threshold, r)``.
+    """
+    ref = np.asarray(reference_top1, dtype=np.float64).ravel()
+    tgt = np.asarray(target_top1, dtype=np.float64).ravel()
+    if ref.size != tgt.size or ref.size == 0:
+        raise ValueError(f"need the same, non-zero number of similarities, got {ref.size} and {tgt.size}")
+    rate = float(np.mean(ref >= reference_threshold))
+    k = int(round(rate * tgt.size))
+    if k == 0:
+        return float(np.nextafter(tgt.max(), np.inf)), rate
+    return float(np.sort(tgt)[::-1][k - 1]), rate

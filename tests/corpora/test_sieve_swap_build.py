@@ -242,3 +242,18 @@ def test_sample_outcomes_match_its_readme(sample):
     assert stats["release"]["recipes"]["train"] == 46
     assert sum(len(r["segments"]) for r in rows["default/validation-00000-of-00001.parquet"]) == 59
     assert sum(len(r["segments"]) for r in rows["default/train-00000-of-00001.parquet"]) == 50
+
+
+def test_calibrate_minilm_threshold_on_the_sample(sample, capsys, tmp_path):
+    from builders.corpora.sieve_swap_calibrate import main as calibrate
+
+    assert calibrate(["--work-dir", str(tmp_path)]) == 2
+    assert "run the build first" in capsys.readouterr().err
+    assert calibrate(["--work-dir", str(sample.parent / ".work" / "sieve_swap"), "--sample", "300"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["segments"] == 300 and out["pool"] > 100
+    assert out["reference"].endswith("all-mpnet-base-v2") and out["target"].endswith("all-MiniLM-L6-v2")
+    assert 0.0 < out["keep_rate"] < 1.0
+    # MiniLM keeps the same share at its threshold (up to rounding to whole segments and ties)
+    assert abs(out["target_keep_rate"] - out["keep_rate"]) <= 2 / 300
+    assert 0.5 < out["threshold"] < 0.9

@@ -111,3 +111,17 @@ def test_swap_decisions_threshold():
     assert swap_decisions(sims.astype(np.float64)).tolist() == [True, False, True, False, True]
     assert swap_decisions(sims, sim_threshold=0.9).tolist() == [False, False, True, False, True]
     assert swap_decisions(np.array([], dtype=np.float32)).tolist() == []
+
+
+def test_keep_rate_threshold_matches_the_reference_keep_rate():
+    from builders.ops.swap import keep_rate_threshold
+
+    ref = np.array([0.90, 0.80, 0.76, 0.74, 0.50])   # 3 of 5 pass 0.75 -> rate 0.6, k = 3
+    tgt = np.array([0.85, 0.70, 0.72, 0.69, 0.40])   # sorted desc 0.85, 0.72, 0.70 -> third largest 0.70
+    thr, rate = keep_rate_threshold(ref, tgt, 0.75)
+    assert rate == 0.6 and thr == 0.70
+    assert int((tgt >= thr).sum()) == 3
+    thr0, rate0 = keep_rate_threshold(np.array([0.1, 0.2]), np.array([0.3, 0.6]), 0.75)  # nothing kept
+    assert rate0 == 0.0 and thr0 > 0.6 and not (np.array([0.3, 0.6]) >= thr0).any()
+    with pytest.raises(ValueError):
+        keep_rate_threshold(np.array([0.8]), np.array([0.8, 0.9]))
