@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import sys
 
-TASKS: dict[str, str] = {}
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     task = args[0] if args else "<task>"

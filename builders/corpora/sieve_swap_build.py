@@ -236,7 +236,8 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
         "release": {},
     }
     n_drops = write_drops(stage / "drops.parquet", result)
-    assert n_drops == sum(stats["drops"].values()), "drops.parquet and stats.json disagree"
+    if n_drops != sum(stats["drops"].values()):  # an invariant of the runner: fail loudly, even under python -O
+        raise RuntimeError(f"drops.parquet has {n_drops} rows but stats.json counts {sum(stats['drops'].values())}")
     man = manifest(result, cfg, info)
     write_json_atomic(stage / "manifest.json", man)
     (stage / "build_config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=True), encoding="utf-8")
