@@ -80,33 +80,44 @@ REFERENCE = {
         "soda_c": (0.243627767, 0.243527257, 0.241508479),
         "soda_d": (0.478584116, 0.479469415, 0.474767176),
     },
+    "tasty/tasty_val_anet_format.json": {
+        "densevid": {"meteor": 0.148003648, "cider": 1.611005589, "bleu4": 0.179831699,
+                     "precision": 0.413453914, "recall": 0.379478215},
+        "meteor_2021": 0.175499356,
+        "soda_c": (0.233681753, 0.234902017, 0.232397580),
+        "soda_d": (0.476567478, 0.478468115, 0.473682419),
+    },
 }
 
 
-@pytest.fixture(scope="module")
-def yc2_files(tmp_path_factory, shared_data):
-    tmp = tmp_path_factory.mktemp("yc2")
-    gt_path = shared_data / "youcook2/yc2_val_pdvc_format.json"
+def _fixture_files(tmp: Path, gt_path: Path) -> tuple[Path, Path]:
     pred = tmp / "pred.json"
     pred.write_text(json.dumps(perturb_predictions(json.loads(gt_path.read_text()), seed=0)))
     return gt_path, pred
 
 
+@pytest.fixture(scope="module")
+def yc2_files(tmp_path_factory, shared_data):
+    return _fixture_files(tmp_path_factory.mktemp("yc2"), shared_data / "youcook2/yc2_val_pdvc_format.json")
+
+
 @requires_java
 @pytest.mark.slow
-def test_youcook2_fixture_equals_reference_implementations(yc2_files):
-    gt, pred = yc2_files
-    ref = REFERENCE["youcook2/yc2_val_pdvc_format.json"]
+@pytest.mark.parametrize("fixture, n_videos", [("youcook2/yc2_val_pdvc_format.json", 457),
+                                               ("tasty/tasty_val_anet_format.json", 400)])
+def test_fixture_equals_reference_implementations(shared_data, tmp_path, fixture, n_videos):
+    gt, pred = _fixture_files(tmp_path, shared_data / fixture)
+    ref = REFERENCE[fixture]
     out = run_json("densevid", "--gt", str(gt), "--pred", str(pred))
     for key, value in ref["densevid"].items():
         assert out["metrics"][key] == pytest.approx(value, abs=1e-6), key
-    assert out["counts"]["items"] == 457
+    assert out["counts"]["items"] == n_videos
     assert out["counts"]["skip_reasons"] == {"unknown_video": 1}
     soda_out = run_json("soda", "--gt", str(gt), "--pred", str(pred))
     for kind in ("soda_c", "soda_d"):
         got = soda_out["metrics"][kind]
         assert (got["precision"], got["recall"], got["f1"]) == pytest.approx(ref[kind], abs=1e-6), kind
-    assert soda_out["counts"]["items"] == 457 - 457 // 23
+    assert soda_out["counts"]["items"] == n_videos - n_videos // 23
 
 
 @requires_java

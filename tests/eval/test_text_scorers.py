@@ -52,6 +52,17 @@ def test_ptb_tokenizer_has_no_cross_line_context(coco):
 
 
 @requires_java
+def test_video_blocks_keep_the_reference_context_within_a_video(coco):
+    """Tasty's "Dice a jalape o." is followed by "Then ..." in its video: the reference (which batches a video's lines
+    together) splits the period off; tokenized alone, the one-letter token keeps it (spec §6(c))."""
+    video = ["Dice a jalape o. ", "Then add it in a medium bowl. "]
+    assert coco.tokenize_blocks([video])[0] == ["dice a jalape o", "then add it in a medium bowl"]
+    assert coco.tokenize([video[0]]) == ["dice a jalape o."]
+    # the last line of a block sees the neutral line, whatever block comes next
+    assert coco.tokenize_blocks([["Dice a jalape o."], ["Then stir."]])[0] == ["dice a jalape o."]
+
+
+@requires_java
 def test_meteor_single_pair_matches_spec(coco):
     # spec §7(e): METEOR(hyp "toast the bread", ref "slice the bread") = 0.2730 (METEOR 1.5)
     assert coco.meteor_single([("toast the bread", "slice the bread")])[0] == pytest.approx(0.2730, abs=5e-5)
