@@ -60,9 +60,18 @@ def test_module_entry_point():
     assert r.returncode == 2 and "not implemented yet" in r.stderr
 
 
-def test_eval_cli_says_it_is_not_implemented():
+def test_eval_cli_runs_as_script_and_module():
     import pathlib
 
-    script = pathlib.Path(__file__).resolve().parents[1] / "eval" / "run.py"
-    r = subprocess.run([sys.executable, str(script), "densevid", "--pred", "p.json"], capture_output=True, text=True)
-    assert r.returncode == 2 and "not implemented yet" in r.stderr
+    root = pathlib.Path(__file__).resolve().parents[1]
+    script = subprocess.run([sys.executable, str(root / "eval" / "run.py"), "--help"], capture_output=True, text=True,
+                            cwd=root.parent, check=False)
+    module = subprocess.run([sys.executable, "-m", "eval.run", "--help"], capture_output=True, text=True, cwd=root,
+                            check=False)
+    for r in (script, module):
+        assert r.returncode == 0, r.stderr
+        for protocol in ("densevid", "soda", "htm_align", "htstep_r1", "htstep_map", "crosstask"):
+            assert protocol in r.stdout
+    r = subprocess.run([sys.executable, str(root / "eval" / "run.py"), "densevid", "--pred", "p.json"],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "--gt" in r.stderr
