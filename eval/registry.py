@@ -136,6 +136,8 @@ class EvalResult:
     skip_reasons: dict[str, int] = field(default_factory=dict)
     #: settings resolved while reading the inputs (e.g. the detected ground-truth format or the video list)
     resolved: dict[str, Any] = field(default_factory=dict)
+    #: protocol-specific counts added to the output's ``counts`` (e.g. recipes, pairs, labelled instructions)
+    extra_counts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

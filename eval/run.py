@@ -90,6 +90,10 @@ def evaluate(protocol: Protocol, inputs: EvalInputs) -> dict[str, Any]:
         "skipped": result.skipped,
         "warnings": inputs.warnings.total,
     }
+    for key, value in result.extra_counts.items():
+        if key in counts:
+            raise ValueError(f"protocol {protocol.name!r} reports a count {key!r} that the CLI already sets")
+        counts[key] = value
     if result.skip_reasons:
         counts["skip_reasons"] = dict(sorted(result.skip_reasons.items()))
     if inputs.warnings.counts:
