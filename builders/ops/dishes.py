@@ -1,0 +1,115 @@
+"""Recipe filters, dishes, splits and ingredient overlap of the MARC corpus, as pure functions
+(``../shared/specs/marc.md`` §3.3-§3.6; paper ``../shared/papers/002_dcd14287402b909e.txt`` §2, A.1)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+_WORD = re.compile(r"\w+")
+_SPACE = re.compile(r"\s+")
+_PARENS = re.compile(r"\([^)]*\)")
+#: quantities dropped from ingredient lines (spec §3.6; NFKC turns ½ into 1⁄2 with a fraction slash)
+_QUANTITY = re.compile(r"(?<!\w)[\d½¼¾⅓⅔⅛⁄/.\-]+(?!\w)")
+
+#: units and non-ingredient nouns removed from ingredient terms (spec §3.6)
+NON_INGREDIENT_NOUNS = frozenset(
+    "cup tablespoon tbsp teaspoon tsp ounce oz pound lb gram g kg ml l liter litre pinch dash can package jar piece "
+    "slice inch stick quart pint taste serving garnish temperature".split()
+)
+
+
+def normalise_title(title: str) -> str:
+    """NFKC, whitespace collapsed, stripped (case kept; spec §3.1)."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", title)).strip()
+
+
+def title_words(title: str) -> list[str]:
+    """Casefolded ``\\w+`` tokens of a title (spec §3.3 step 4, §3.4)."""
+    return _WORD.findall(unicodedata.normalize("NFKC", title).casefold())
+
+
+def dish_id(title: str) -> str:
+    """Casefolded title tokens joined by ``_`` (``chewy_chocolate_chip_cookies``, the ARA naming; spec §3.4)."""
+    return "_".join(title_words(title))
+
+
+def common_title_word_mask(titles: Sequence[str], quantile: float = 0.5) -> list[bool]:
+    """Filter 4 of A.1.1, "titles whose words are in the top 50% most common words": rank the distinct title words by
+    frequency, f* = the frequency at rank ⌈V·quantile⌉; keep a title iff every word has frequency >= f* (ties at the
+    cut are kept). A title without a word is dropped."""
+    words = [title_words(t) for t in titles]
+    freq = Counter(w for ws in words for w in ws)
+    if not freq:
+        return [False] * len(titles)
+    ranked = sorted(freq.values(), reverse=True)
+    cut = ranked[max(1, math.ceil(len(ranked) * quantile)) - 1]
+    return [bool(ws) and all(freq[w] >= cut for w in ws) for ws in words]
+
+
+def sha1_hex(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def cap_recipes(recipe_ids: Sequence[str], cap: int) -> list[str]:
+    """At most ``cap`` recipes of a dish: the ones with the smallest sha1(recipe_id) (spec §3.4, ``dish_capped``)."""
+    return sorted(recipe_ids, key=sha1_hex)[:cap] if len(recipe_ids) > cap else list(recipe_ids)
+
+
+def split_counts(n_dishes: int, test: int = 103, validation: int = 94, paper_total: int = 4262) -> tuple[int, int]:
+    """(test, validation) dish counts: the paper's 103 / 94 of 4,262 scaled to ``n_dishes`` (rounded, at least 1 each
+    when there are >= 3 dishes; spec §3.4)."""
+    if n_dishes >= paper_total:
+        return test, validation
+    n_test = round(n_dishes * test / paper_total)
+    n_val = round(n_dishes * validation / paper_total)
+    if n_dishes >= 3:
+        n_test, n_val = max(1, n_test), max(1, n_val)
+    return n_test, n_val
+
+
+def dish_splits(dish_ids: Iterable[str], test: int = 103, validation: int = 94,
+                paper_total: int = 4262) -> dict[str, str]:
+    """Split by dish: dishes ordered by sha1(dish_id); the first go to test, the next to validation, the rest to
+    train (spec §3.4)."""
+    ordered = sorted(set(dish_ids), key=sha1_hex)
+    n_test, n_val = split_counts(len(ordered), test, validation, paper_total)
+    out = {}
+    for i, d in enumerate(ordered):
+        out[d] = "test" if i < n_test else ("validation" if i < n_test + n_val else "train")
+    return out
+
+
+def videos_per_dish(n_text: int, ratio: float = 77550 / 48852, lo: int = 3, hi: int = 100) -> int:
+    """``clamp(round(rho · n_text), 3, 100)`` video recipes per dish (spec §3.5; rho = 77,550 / 48,852)."""
+    return int(min(hi, max(lo, round(ratio * n_text))))
+
+
+def clean_ingredient_line(line: str) -> str:
+    """Casefold, remove parentheses, cut at the first comma, drop quantities (spec §3.6)."""
+    text = _PARENS.sub(" ", unicodedata.normalize("NFKC", line).casefold())
+    text = text.split(",", 1)[0]
+    text = _QUANTITY.sub(" ", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def ingredient_terms(noun_lemmas: Iterable[str]) -> set[str]:
+    """The ingredient terms of one line from its NOUN/PROPN lemmas: units and non-ingredient nouns removed."""
+    return {w for w in (x.casefold() for x in noun_lemmas) if w and w not in NON_INGREDIENT_NOUNS and _WORD.search(w)}
+
+
+def ingredient_match(a: set[str], b: set[str]) -> float:
+    """Overlap coefficient ``|A ∩ B| / min(|A|, |B|)``, 0 if either is empty (spec §3.6, §10)."""
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+def length_ok(n_a: int, n_b: int, max_ratio: float = 2.0) -> bool:
+    """Text-text pairs: neither recipe has more than ``max_ratio`` times the other's instructions (spec §3.6)."""
+    lo, hi = sorted((n_a, n_b))
+    return lo > 0 and hi <= max_ratio * lo
