@@ -18,7 +18,15 @@ from builders.nasva.model import (
 
 from .toy import TINY
 
-torch.set_num_threads(2)
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_threads():
+    """2 torch thread(s) for this module, restored afterwards: a module-level set_num_threads would change the
+    thread count (and so float reductions) of every later test in the session, e.g. the Ray-vs-local identity test."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,15 @@ from builders.nasva import synthetic
 from builders.nasva import train as train_mod
 from builders.nasva.data import HashTextEncoder, encode_texts
 
-torch.set_num_threads(1)
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_threads():
+    """1 torch thread(s) for this module, restored afterwards: a module-level set_num_threads would change the
+    thread count (and so float reductions) of every later test in the session, e.g. the Ray-vs-local identity test."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def htm_align_r1(gt: dict, pred: dict) -> tuple[float, int]:

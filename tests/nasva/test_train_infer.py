@@ -28,7 +28,15 @@ from builders.nasva.train import NasvaTrainConfig, train
 
 from .toy import TINY, write_toy
 
-torch.set_num_threads(1)
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_threads():
+    """1 torch thread(s) for this module, restored afterwards: a module-level set_num_threads would change the
+    thread count (and so float reductions) of every later test in the session, e.g. the Ray-vs-local identity test."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 REPO = Path(__file__).resolve().parents[2]
 
 
