@@ -115,22 +115,34 @@ def format_table(output: dict[str, Any], protocol: Protocol) -> str:
     keys = list(protocol.table_keys) or [k for k, v in metrics.items() if not isinstance(v, dict)]
     scalars = [(k, metrics[k]) for k in keys if k in metrics and not isinstance(metrics[k], dict)]
     if scalars:
-        lines.append("metric (x100)".ljust(16) + "".join(k.rjust(12) for k, _ in scalars))
-        lines.append("".ljust(16) + "".join(fmt(v).rjust(12) for _, v in scalars))
-    for key, value in metrics.items():
-        if not isinstance(value, dict):
-            continue
+        width = max(12, *(len(k) + 2 for k, _ in scalars))
+        lines.append("metric (x100)".ljust(16) + "".join(k.rjust(width) for k, _ in scalars))
+        lines.append("".ljust(16) + "".join(fmt(v).rjust(width) for _, v in scalars))
+    groups = {k: v for k, v in metrics.items() if isinstance(v, dict)}
+    flat = {k: v for k, v in groups.items() if not any(isinstance(x, dict) for x in v.values())}
+    if len(flat) > 1:  # e.g. {method: {precision, recall, f1}}: one table, one row per key
+        cols = list(dict.fromkeys(c for row in flat.values() for c in row))
+        width = max(12, *(len(c) + 2 for c in cols))
+        name_w = max(16, *(len(k) + 2 for k in flat))
         lines.append("")
-        rows = value
+        lines.append("(x100)".ljust(name_w) + "".join(c.rjust(width) for c in cols))
+        for name, row in flat.items():
+            lines.append(str(name).ljust(name_w) + "".join(fmt(row.get(c)).rjust(width) for c in cols))
+        groups = {k: v for k, v in groups.items() if k not in flat}
+    for key, rows in groups.items():
+        lines.append("")
         first = next(iter(rows.values()), None)
-        if isinstance(first, dict):  # e.g. per_tiou: {"0.3": {...}} or per-method tables
-            cols = list(first)
-            lines.append(key.ljust(16) + "".join(c.rjust(12) for c in cols))
+        if isinstance(first, dict):  # e.g. per_tiou: {"0.3": {...}}
+            cols = list(dict.fromkeys(c for row in rows.values() if isinstance(row, dict) for c in row))
+            width = max(12, *(len(c) + 2 for c in cols))
+            lines.append(key.ljust(16) + "".join(c.rjust(width) for c in cols))
             for name, row in rows.items():
-                lines.append(str(name).ljust(16) + "".join(fmt(row.get(c)).rjust(12) for c in cols))
+                if isinstance(row, dict):
+                    lines.append(str(name).ljust(16) + "".join(fmt(row.get(c)).rjust(width) for c in cols))
         else:
-            lines.append(key.ljust(16) + "".join(str(c).rjust(12) for c in rows))
-            lines.append("".ljust(16) + "".join(fmt(v).rjust(12) for v in rows.values()))
+            width = max(12, *(len(str(c)) + 2 for c in rows))
+            lines.append(key.ljust(16) + "".join(str(c).rjust(width) for c in rows))
+            lines.append("".ljust(16) + "".join(fmt(v).rjust(width) for v in rows.values()))
     return "\n".join(lines)
 
 
