@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from eval.benchmarks.common import load_json
-from eval.benchmarks.htstep import StepVideo, iter_language_queries
+from eval.benchmarks.htstep import StepVideo, iter_language_queries, iter_video_records
 from eval.registry import EvalError
 
 __all__ = ["read_crosstask_ground_truth", "read_crosstask_records", "read_crosstask_release"]
@@ -45,20 +45,7 @@ def read_crosstask_records(path: Path) -> list[StepVideo]:
             f"task_steps, clips}}, ...], got {type(data).__name__}"
         )
     videos: list[StepVideo] = []
-    seen: set[str] = set()
-    for n, rec in enumerate(data):
-        if not isinstance(rec, dict):
-            raise EvalError(f"ground-truth file {path}: record {n} is not an object")
-        vid = rec.get("video_uid")
-        if not isinstance(vid, str) or not vid:
-            raise EvalError(f"ground-truth file {path}: record {n} has no 'video_uid'")
-        where = f"ground-truth file {path}, video {vid}"
-        if vid in seen:
-            raise EvalError(f"{where}: listed twice")
-        seen.add(vid)
-        duration = _number(rec.get("video_duration"), f"{where}, video_duration")
-        if duration <= 0:
-            raise EvalError(f"{where}: video_duration {duration} is not positive")
+    for rec, vid, where, duration in iter_video_records(data, path):
         steps = rec.get("task_steps")
         if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
             raise EvalError(f"{where}: 'task_steps' must be a non-empty list of strings")

@@ -209,19 +209,10 @@ def iter_language_queries(record: dict[str, Any], where: str) -> Iterator[dict[s
                 yield q
 
 
-def read_step_ground_truth(path: Path) -> list[StepVideo]:
-    """The HT-Step R@1 record list (evaluation.md §2(b)); GT segments map to the LAST position of their ``query`` in
-    ``step_headline`` (the reference's text lookup, §2(c)); ``step_ids`` keep the global step index."""
-    path = Path(path)
-    data = load_json(path, "ground-truth")
-    if isinstance(data, dict):
-        raise EvalError(
-            f"ground-truth file {path}: expected the HT-Step record list [{{video_uid, video_duration, step_headline, "
-            f"clips}}, ...]; this is an object (the official-schema file is read by htstep_map, not htstep_r1)"
-        )
-    if not isinstance(data, list):
-        raise EvalError(f"ground-truth file {path}: expected a list of video records")
-    videos: list[StepVideo] = []
+def iter_video_records(data: list, path: Path) -> Iterator[tuple[dict, str, str, float]]:
+    """``(record, video_uid, where, video_duration)`` of a ground-truth record list (HT-Step R@1 and CrossTask
+    layouts); a record that is not an object, lacks a ``video_uid``, repeats one or has no positive duration is an
+    :class:`EvalError` naming the file and the video."""
     seen: set[str] = set()
     for n, rec in enumerate(data):
         if not isinstance(rec, dict):
@@ -236,6 +227,23 @@ def read_step_ground_truth(path: Path) -> list[StepVideo]:
         duration = _number(rec.get("video_duration"), f"{where}, video_duration")
         if duration <= 0:
             raise EvalError(f"{where}: video_duration {duration} is not positive")
+        yield rec, vid, where, duration
+
+
+def read_step_ground_truth(path: Path) -> list[StepVideo]:
+    """The HT-Step R@1 record list (evaluation.md §2(b)); GT segments map to the LAST position of their ``query`` in
+    ``step_headline`` (the reference's text lookup, §2(c)); ``step_ids`` keep the global step index."""
+    path = Path(path)
+    data = load_json(path, "ground-truth")
+    if isinstance(data, dict):
+        raise EvalError(
+            f"ground-truth file {path}: expected the HT-Step record list [{{video_uid, video_duration, step_headline, "
+            f"clips}}, ...]; this is an object (the official-schema file is read by htstep_map, not htstep_r1)"
+        )
+    if not isinstance(data, list):
+        raise EvalError(f"ground-truth file {path}: expected a list of video records")
+    videos: list[StepVideo] = []
+    for rec, vid, where, duration in iter_video_records(data, path):
         headlines = rec.get("step_headline")
         if not isinstance(headlines, list) or not all(isinstance(h, str) for h in headlines):
             raise EvalError(f"{where}: 'step_headline' must be a list of strings")

@@ -4,27 +4,12 @@ against values of the reference implementations run side by side (tests/crossche
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from dvc_perturb import perturb_predictions
 from dvc_toy import GT_F, PRED_E, requires_java, submission, write_toy
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), *args], capture_output=True, text=True,
-                          cwd=REPO, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
-    return proc
-
-
-def run_json(*args: str) -> dict:
-    return json.loads(run_cli(*args, "--json").stdout)
+from eval_cli import run_cli, run_json
 
 
 def test_help_lists_protocols():

@@ -6,32 +6,17 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from eval_cli import run_cli, run_json
 
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "eval/run.py", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(*args, check=False, timeout=120)
 
 
-def _json(*args: str | Path) -> dict:
-    proc = _cli(*args, "--json")
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
-    assert set(out) == {"protocol", "variant", "metrics", "counts"}
-    assert {"items", "skipped", "warnings"} <= set(out["counts"])
-    return out
+_json = run_json
 
 
 def _write(path: Path, obj: object) -> Path:

@@ -4,36 +4,21 @@ the JSONL readers and their skips, the CLI end to end, and the offline ARA proto
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from eval_cli import run_cli, run_json
 
 from eval.benchmarks.marc import match_pairs, read_jsonl_labels, write_jsonl
 from eval.metrics.alignment import any_accuracy, pair_prf, score_pairs
 from eval.registry import EvalError, Warnings
-
-REPO = Path(__file__).resolve().parents[2]
 
 EXAMPLE_D = [([0, 1, 1, -1], [0, 1, -1, -1]), ([2, -1], [1, -1])]
 
 #: marc.md §8.4 reference F1 (x100) of the lexical baselines, none=ignore_gold (±3 expected from tokenisation)
 REFERENCE_F1 = {"random": 12.8, "uniform": 30.7, "exact_match": 57.0, "tfidf": 59.3, "bm25": 61.8}
 FAST_METHODS = "random,uniform,exact_match,tfidf,bm25,hmm_ibm1_paper,hmm_ibm1_best"
-
-
-def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), *args], capture_output=True, text=True,
-                          cwd=REPO, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
-    return proc
-
-
-def run_json(*args: str) -> dict:
-    return json.loads(run_cli(*args, "--json").stdout)
 
 
 # --------------------------------------------------------------------------------------------- the metric
