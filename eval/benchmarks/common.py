@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -66,3 +67,10 @@ def read_video_list(path: Path) -> list[str]:
     if not ids:
         raise EvalError(f"video list {path} holds no video id")
     return ids
+
+
+def finite_number(value: Any, where: str) -> float:
+    """A JSON number that is finite (booleans refused); otherwise an :class:`EvalError` saying ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise EvalError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)

@@ -18,21 +18,14 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from eval.benchmarks.common import load_json
+from eval.benchmarks.common import finite_number, load_json
 from eval.benchmarks.htstep import StepVideo, iter_language_queries, iter_video_records
 from eval.registry import EvalError
 
 __all__ = ["read_crosstask_ground_truth", "read_crosstask_records", "read_crosstask_release"]
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-        raise EvalError(f"{where}: expected a finite number, got {value!r}")
-    return float(value)
 
 
 def read_crosstask_records(path: Path) -> list[StepVideo]:
@@ -58,8 +51,8 @@ def read_crosstask_records(path: Path) -> list[StepVideo]:
             if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(steps):
                 raise EvalError(f"{where}: step {step!r} is not a 0-based index into its {len(steps)} task_steps")
             cols.append(step)
-            starts.append(_number(q.get("clip_start_sec"), f"{where}, clip_start_sec"))
-            ends.append(_number(q.get("clip_end_sec"), f"{where}, clip_end_sec"))
+            starts.append(finite_number(q.get("clip_start_sec"), f"{where}, clip_start_sec"))
+            ends.append(finite_number(q.get("clip_end_sec"), f"{where}, clip_end_sec"))
         col_arr = np.asarray(cols, dtype=np.int64)
         videos.append(
             StepVideo(

@@ -11,14 +11,13 @@ Predictions, per video (see :func:`eval.benchmarks.htstep.load_per_video_predict
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from eval.benchmarks.common import load_json
+from eval.benchmarks.common import finite_number, load_json
 from eval.benchmarks.htstep import as_matrix, as_times
 from eval.registry import EvalError
 
@@ -37,12 +36,6 @@ class HtmVideo:
     @property
     def n_text(self) -> int:
         return int(self.alignable.size)
-
-
-def _finite(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-        raise EvalError(f"{where}: expected a finite number of seconds, got {value!r}")
-    return float(value)
 
 
 def read_htm_align(path: Path) -> list[HtmVideo]:
@@ -67,8 +60,8 @@ def read_htm_align(path: Path) -> list[HtmVideo]:
             if isinstance(a, str) or a not in (0, 1):
                 raise EvalError(f"{where}, row {i}: alignable flag {a!r} is not 0/1")
             flags.append(bool(a))
-            starts.append(_finite(row[1], f"{where}, row {i}, start"))
-            ends.append(_finite(row[2], f"{where}, row {i}, end"))
+            starts.append(finite_number(row[1], f"{where}, row {i}, start"))
+            ends.append(finite_number(row[2], f"{where}, row {i}, end"))
         videos.append(
             HtmVideo(
                 video_id=str(vid),

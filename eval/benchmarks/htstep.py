@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.benchmarks.common import MAX_INPUT_BYTES, load_json, match_ids
+from eval.benchmarks.common import MAX_INPUT_BYTES, finite_number, load_json, match_ids
 from eval.metrics.grounding import nan_argmax, times_to_slots
 from eval.registry import EvalError, Warnings
 
@@ -184,12 +184,6 @@ class StepVideo:
         return None if self.duration is None else max(1, math.ceil(self.duration))
 
 
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-        raise EvalError(f"{where}: expected a finite number, got {value!r}")
-    return float(value)
-
-
 def iter_language_queries(record: dict[str, Any], where: str) -> Iterator[dict[str, Any]]:
     """Every ``clips[].annotations[].language_queries[]`` entry of one record (the layout of §2(b) and §4(b))."""
     clips = record.get("clips")
@@ -224,7 +218,7 @@ def iter_video_records(data: list, path: Path) -> Iterator[tuple[dict, str, str,
         if vid in seen:
             raise EvalError(f"{where}: listed twice")
         seen.add(vid)
-        duration = _number(rec.get("video_duration"), f"{where}, video_duration")
+        duration = finite_number(rec.get("video_duration"), f"{where}, video_duration")
         if duration <= 0:
             raise EvalError(f"{where}: video_duration {duration} is not positive")
         yield rec, vid, where, duration
@@ -258,8 +252,8 @@ def read_step_ground_truth(path: Path) -> list[StepVideo]:
                 raise EvalError(f"{where}: query {query!r} has no integer 'step' (global_step_index)")
             cols.append(last_pos[query])
             ids.append(step)
-            starts.append(_number(q.get("clip_start_sec"), f"{where}, clip_start_sec"))
-            ends.append(_number(q.get("clip_end_sec"), f"{where}, clip_end_sec"))
+            starts.append(finite_number(q.get("clip_start_sec"), f"{where}, clip_start_sec"))
+            ends.append(finite_number(q.get("clip_end_sec"), f"{where}, clip_end_sec"))
         variation = rec.get("variation")
         videos.append(
             StepVideo(
@@ -362,7 +356,7 @@ def _map_video_from_official(vid: str, rec: Any, where: str) -> MapVideo:
             raise EvalError(f"{where}: annotation id {step!r} is not an integer step index") from None
         if isinstance(step, bool) or float(step) != step_int:
             raise EvalError(f"{where}: annotation id {step!r} is not an integer step index")
-        segs.append((_number(seg[0], f"{where}, segment"), _number(seg[1], f"{where}, segment")))
+        segs.append((finite_number(seg[0], f"{where}, segment"), finite_number(seg[1], f"{where}, segment")))
         ids.append(step_int)
     var = rec.get("variation")
     return MapVideo(
