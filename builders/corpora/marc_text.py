@@ -1,0 +1,143 @@
+"""The text side of the MARC corpus: extracted Schema.org recipes -> instructions -> the five recipe filters ->
+dishes -> dish splits (``../shared/specs/marc.md`` §3.2-§3.4; paper ``../shared/papers/002_dcd14287402b909e.txt``
+§2.1, A.1.1).
+
+:func:`select_text_recipes` takes the recipe records of :func:`builders.sources.schema_org.read_schema_recipes`
+and returns rows shaped like the release's ``recipes`` config (text modality), with the split of their dish, plus
+one named drop per removed recipe. The corpus pipeline (videos, pairs, alignment, release) builds on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.records import Drop
+from ..ops import dishes
+from ..sources.schema_org import detect_language, instruction_units
+from .marc_config import MarcConfig
+
+STAGE = "text_recipes"
+_NON_WORD = re.compile(r"\W+")
+
+
+@dataclass
+class TextRecipes:
+    """Kept recipe rows (``recipes`` config, text modality, plus ``split``), drops with reasons, and counters."""
+
+    rows: list[dict[str, Any]]
+    drops: list[Drop]
+    counts: Counter = field(default_factory=Counter)
+
+
+def recipe_id(url: str, index_in_page: int) -> str:
+    """``t:<sha1(url)[:16]>`` and ``:<k>`` for the k-th (k >= 1) recipe of a page (spec §4)."""
+    base = "t:" + hashlib.sha1(url.encode("utf-8")).hexdigest()[:16]
+    return base if index_in_page == 0 else f"{base}:{index_in_page}"
+
+
+def _norm_instruction(text: str) -> str:
+    return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | None = None) -> TextRecipes:
+    """Apply §3.2-§3.4 to extracted recipe records, in the spec's order.
+
+    1. ``non_english``: py3langid on the joined instructions is not ``en`` (under 20 characters: the declared
+       language); 2. ``title_too_long``: more than ``max_title_words`` whitespace tokens; 3. ``duplicate_recipe``:
+    same normalised title and instruction list, or same URL and index in page (the first in (url, warc file,
+    offset) order is kept);
+    4. ``rare_title_word``: a title word below the top-50% frequency cut over the survivors of 1-3;
+    5. ``too_few_steps``: fewer than ``min_steps`` instructions. Then dishes (exact casefolded title tokens):
+    ``dish_too_small`` below ``min_recipes_per_dish``, ``dish_capped`` beyond ``max_recipes_per_dish`` (smallest
+    sha1(recipe_id) kept); dishes split by sha1 (103 / 94 of 4,262 scaled).
+    """
+    cfg = cfg or MarcConfig()
+    drops: list[Drop] = []
+    counts: Counter = Counter()
+    prepared: list[dict[str, Any]] = []
+    for rec in records:
+        title = dishes.normalise_title(str(rec.get("title") or ""))
+        rid = recipe_id(str(rec.get("url") or rec.get("page_url") or ""), int(rec.get("recipe_index_in_page") or 0))
+        units = instruction_units(rec.get("steps") or [], cfg.instruction_unit)
+        joined = " ".join(u.text for u in units)
+        # 1. English instructions
+        if detect_language(joined, str(rec.get("language") or "")) != "en":
+            drops.append(Drop(rid, STAGE, "non_english", title))
+            continue
+        # 2. title length
+        if len(title.split()) > cfg.max_title_words:
+            drops.append(Drop(rid, STAGE, "title_too_long", title))
+            continue
+        prepared.append({"rec": rec, "title": title, "recipe_id": rid, "units": units})
+
+    # 3. duplicates, first in (url, warc file, offset) order
+    prepared.sort(key=lambda p: (str(p["rec"].get("url") or ""), str(p["rec"].get("warc_filename") or ""),
+                                 int(p["rec"].get("warc_record_offset") or -1), p["recipe_id"]))
+    seen_content: set[tuple[str, tuple[str, ...]]] = set()
+    seen_id: set[str] = set()
+    unique = []
+    for p in prepared:
+        key = (p["title"].casefold(), tuple(_norm_instruction(u.text) for u in p["units"]))
+        # the same URL (recipe id = sha1 of the URL and the recipe's index in its page): the page crawled twice
+        if key in seen_content or p["recipe_id"] in seen_id:
+            drops.append(Drop(p["recipe_id"], STAGE, "duplicate_recipe", p["title"]))
+            continue
+        seen_content.add(key)
+        seen_id.add(p["recipe_id"])
+        unique.append(p)
+
+    # 4. common title words over the survivors of 1-3
+    keep = dishes.common_title_word_mask([p["title"] for p in unique], cfg.title_word_quantile)
+    survivors = []
+    for p, ok in zip(unique, keep):
+        if not ok:
+            drops.append(Drop(p["recipe_id"], STAGE, "rare_title_word", p["title"]))
+        # 5. at least min_steps instructions
+        elif len(p["units"]) < cfg.min_steps:
+            drops.append(Drop(p["recipe_id"], STAGE, "too_few_steps", p["title"]))
+        else:
+            survivors.append(p)
+
+    # dishes, caps and splits (§3.4)
+    by_dish: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in survivors:
+        by_dish[dishes.dish_id(p["title"])].append(p)
+    kept_dishes: dict[str, list[dict[str, Any]]] = {}
+    for dish, members in by_dish.items():
+        if len(members) < cfg.min_recipes_per_dish:
+            drops.extend(Drop(p["recipe_id"], STAGE, "dish_too_small", dish) for p in members)
+            continue
+        capped = set(dishes.cap_recipes([p["recipe_id"] for p in members], cfg.max_recipes_per_dish))
+        drops.extend(Drop(p["recipe_id"], STAGE, "dish_capped", dish) for p in members
+                     if p["recipe_id"] not in capped)
+        kept_dishes[dish] = [p for p in members if p["recipe_id"] in capped]
+    splits = dishes.dish_splits(kept_dishes, cfg.test_dishes, cfg.validation_dishes, cfg.paper_dishes)
+    rows = []
+    for dish in sorted(kept_dishes):
+        dish_name = kept_dishes[dish][0]["title"]
+        for p in sorted(kept_dishes[dish], key=lambda q: q["recipe_id"]):
+            rec = p["rec"]
+            rows.append({
+                "recipe_id": p["recipe_id"], "dish_id": dish, "dish_name": dish_name, "modality": "text",
+                "title": p["title"], "url": str(rec.get("url") or rec.get("page_url") or ""),
+                "language": "en", "ingredients": list(rec.get("ingredients") or []),
+                "instructions": [u.text for u in p["units"]], "step_index": [u.step_index for u in p["units"]],
+                "section": [u.section or "" for u in p["units"]], "start": [], "end": [], "num_chat_removed": 0,
+                "source": {"extraction": str(rec.get("extraction") or "json-ld"),
+                           "warc_filename": str(rec.get("warc_filename") or ""),
+                           "warc_record_offset": int(rec.get("warc_record_offset") or -1),
+                           "warc_record_id": str(rec.get("warc_record_id") or ""),
+                           "recipe_index_in_page": int(rec.get("recipe_index_in_page") or 0),
+                           "asr_source": "", "chat_classifier": ""},
+                "split": splits[dish],
+            })
+    counts.update(d.reason for d in drops)
+    counts["kept"] = len(rows)
+    counts["dishes"] = len(kept_dishes)
+    return TextRecipes(rows, drops, counts)
