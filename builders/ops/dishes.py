@@ -113,3 +113,40 @@ def length_ok(n_a: int, n_b: int, max_ratio: float = 2.0) -> bool:
     """Text-text pairs: neither recipe has more than ``max_ratio`` times the other's instructions (spec §3.6)."""
     lo, hi = sorted((n_a, n_b))
     return lo > 0 and hi <= max_ratio * lo
+
+
+def dish_pairs(recipes: Sequence[tuple[str, str, int, set[str]]], text_match: float = 0.70,
+               video_match: float = 0.90, max_length_ratio: float = 2.0
+               ) -> tuple[list[dict[str, object]], list[tuple[str, str]]]:
+    """Within-dish recipe pairs with ingredient and length pruning (spec §3.6; paper §2.3, A.1.4).
+
+    ``recipes``: ``(recipe_id, modality "text"|"video", number of instructions, ingredient terms)``. Every unordered
+    pair is considered once; text-text and text-video pairs need ``match >= text_match``, video-video
+    ``>= video_match``; text-text pairs are also dropped when one recipe has more than ``max_length_ratio`` times
+    the other's instructions. ``recipe_a`` is the text side of a text-video pair, else the smaller recipe id.
+    Returns the kept pairs (``pair_type``, ``recipe_a``, ``recipe_b``, ``ingredient_match``) and the dropped ones
+    as ``(pair key, reason)`` with reasons ``no_ingredients``, ``ingredient_mismatch``, ``length_mismatch``.
+    """
+    kept: list[dict[str, object]] = []
+    dropped: list[tuple[str, str]] = []
+    ordered = sorted(recipes, key=lambda r: r[0])
+    for i in range(len(ordered)):
+        for j in range(i + 1, len(ordered)):
+            a, b = ordered[i], ordered[j]
+            if a[1] == "video" and b[1] == "text":
+                a, b = b, a
+            kinds = {a[1], b[1]}
+            pair_type = "text_text" if kinds == {"text"} else ("video_video" if kinds == {"video"} else "text_video")
+            key = f"{a[0]}|{b[0]}"
+            if not a[3] or not b[3]:
+                dropped.append((key, "no_ingredients"))
+                continue
+            match = ingredient_match(a[3], b[3])
+            if match < (video_match if pair_type == "video_video" else text_match):
+                dropped.append((key, "ingredient_mismatch"))
+                continue
+            if pair_type == "text_text" and not length_ok(a[2], b[2], max_length_ratio):
+                dropped.append((key, "length_mismatch"))
+                continue
+            kept.append({"pair_type": pair_type, "recipe_a": a[0], "recipe_b": b[0], "ingredient_match": match})
+    return kept, dropped

@@ -48,3 +48,27 @@ def test_ingredients_and_overlap():
     assert dishes.ingredient_match({"a", "b", "c"}, {"a", "d", "e", "f"}) == pytest.approx(1 / 3)
     assert dishes.ingredient_match(set(), {"a"}) == 0.0
     assert dishes.length_ok(4, 8) and not dishes.length_ok(4, 9) and not dishes.length_ok(0, 3)
+
+
+def test_dish_pairs_pruning_and_orientation():
+    recipes = [
+        ("t:2", "text", 8, {"flour", "banana", "egg"}),
+        ("t:1", "text", 6, {"flour", "banana", "egg", "walnut"}),
+        ("t:3", "text", 20, {"flour", "banana", "egg"}),           # more than twice t:2's 8 and t:1's 6
+        ("v:a", "video", 12, {"banana", "flour", "egg"}),
+        ("v:b", "video", 9, {"banana", "egg", "sugar", "oil"}),    # 2/3 with t:2; 2/4 with v:a
+        ("t:4", "text", 7, set()),
+    ]
+    kept, dropped = dishes.dish_pairs(recipes)
+    got = {(p["recipe_a"], p["recipe_b"]): (p["pair_type"], round(float(p["ingredient_match"]), 4)) for p in kept}
+    assert got == {
+        ("t:1", "t:2"): ("text_text", 1.0),
+        ("t:1", "v:a"): ("text_video", 1.0),
+        ("t:2", "v:a"): ("text_video", 1.0),
+        ("t:3", "v:a"): ("text_video", 1.0),
+    }
+    reasons = dict(dropped)
+    assert reasons["t:1|t:3"] == "length_mismatch" and reasons["t:2|t:3"] == "length_mismatch"
+    assert reasons["t:2|v:b"] == "ingredient_mismatch" and reasons["v:a|v:b"] == "ingredient_mismatch"
+    assert reasons["t:1|t:4"] == "no_ingredients"
+    assert len(kept) + len(dropped) == 15  # every unordered pair once
