@@ -18,8 +18,7 @@ _QUANTITY = re.compile(r"(?<!\w)[\d½¼¾⅓⅔⅛⁄/.\-]+(?!\w)")
 
 #: units and non-ingredient nouns removed from ingredient terms (spec §3.6)
 NON_INGREDIENT_NOUNS = frozenset(
-    "cup tablespoon tbsp teaspoon tsp ounce oz pound lb gram g kg ml l liter litre pinch dash can package jar piece "
-    "slice inch stick quart pint taste serving garnish temperature".split()
+    ["cup", "tablespoon", "tbsp", "teaspoon", "tsp", "ounce", "oz", "pound", "lb", "gram", "g", "kg", "ml", "l", "liter", "litre", "pinch", "dash", "can", "package", "jar", "piece", "slice", "inch", "stick", "quart", "pint", "taste", "serving", "garnish", "temperature"]
 )
 
 
