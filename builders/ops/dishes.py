@@ -17,9 +17,11 @@ _PARENS = re.compile(r"\([^)]*\)")
 _QUANTITY = re.compile(r"(?<!\w)[\d½¼¾⅓⅔⅛⁄/.\-]+(?!\w)")
 
 #: units and non-ingredient nouns removed from ingredient terms (spec §3.6)
-NON_INGREDIENT_NOUNS = frozenset(
-    ["cup", "tablespoon", "tbsp", "teaspoon", "tsp", "ounce", "oz", "pound", "lb", "gram", "g", "kg", "ml", "l", "liter", "litre", "pinch", "dash", "can", "package", "jar", "piece", "slice", "inch", "stick", "quart", "pint", "taste", "serving", "garnish", "temperature"]
-)
+NON_INGREDIENT_NOUNS = frozenset([
+    "cup", "tablespoon", "tbsp", "teaspoon", "tsp", "ounce", "oz", "pound", "lb", "gram", "g", "kg", "ml", "l",
+    "liter", "litre", "pinch", "dash", "can", "package", "jar", "piece", "slice", "inch", "stick", "quart",
+    "pint", "taste", "serving", "garnish", "temperature"
+])
 
 
 def normalise_title(title: str) -> str:
