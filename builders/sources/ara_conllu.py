@@ -230,13 +230,17 @@ def parse_conllu(text: str, name: str = "<string>") -> list[AraToken]:
     return tokens
 
 
+def _read_utf8(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise AraFormatError(f"{path}: not UTF-8 text ({exc})") from None
+
+
 def read_conllu(path: Path | str) -> list[AraToken]:
     """:func:`parse_conllu` of a file (UTF-8, CRLF)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise AraFormatError(f"{path}: not UTF-8 text ({exc})") from None
+    text = _read_utf8(path)
     return parse_conllu(text, str(path))
 
 
@@ -266,10 +270,7 @@ def parse_alignments(text: str, name: str = "<string>") -> list[AlignmentRow]:
 def read_alignments(path: Path | str) -> list[AlignmentRow]:
     """:func:`parse_alignments` of a file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise AraFormatError(f"{path}: not UTF-8 text ({exc})") from None
+    text = _read_utf8(path)
     return parse_alignments(text, str(path))
 
 

@@ -329,16 +329,21 @@ class FunctionScorer:
         pass
 
 
+def _add_pairs(scorer: object, pairs: Iterable[tuple[str, str]]) -> int:
+    """Feed (hypothesis, reference) pairs to a pycocoevalcap scorer (one reference each); returns how many."""
+    n = 0
+    for hyp, ref in pairs:
+        scorer += (hyp, [ref])  # type: ignore[operator]
+        n += 1
+    return n
+
+
 def bleu4(pairs: Iterable[tuple[str, str]]) -> float:
     """Corpus-level BLEU-4 of the (hypothesis, reference) pairs (pycocoevalcap ``Bleu(4)``, index 3, 'closest')."""
     from pycocoevalcap.bleu.bleu_scorer import BleuScorer
 
     scorer = BleuScorer(n=4)
-    n = 0
-    for hyp, ref in pairs:
-        scorer += (hyp, [ref])
-        n += 1
-    if n == 0:
+    if not _add_pairs(scorer, pairs):
         return 0.0
     score, _ = scorer.compute_score(option="closest", verbose=0)
     return float(score[3])
@@ -349,11 +354,7 @@ def cider_d(pairs: Iterable[tuple[str, str]]) -> float:
     from pycocoevalcap.cider.cider_scorer import CiderScorer
 
     scorer = CiderScorer(n=4, sigma=6.0)
-    n = 0
-    for hyp, ref in pairs:
-        scorer += (hyp, [ref])
-        n += 1
-    if n == 0:
+    if not _add_pairs(scorer, pairs):
         return 0.0
     score, _ = scorer.compute_score()
     return float(score)
