@@ -146,10 +146,14 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
     input_fps: dict[str, Any] = {}
     for pipe in pipelines:
         src: Source = pipe.source
+        missing = [s for s in src.side_inputs if s not in outputs]
+        if missing:
+            raise ValueError(f"source {src.name!r} needs pipeline(s) {missing} to run before {pipe.name!r}")
+        src.side = {s: outputs[s] for s in src.side_inputs}
         fps = [file_fingerprint(p) for p in src.input_paths()]
         input_fps[src.name] = fps
         fp = hash_obj("source", src.name, src.version, src.cache_config(), [f["sha256"] for f in fps],
-                      pipe.shard_size, TOOLKIT_VERSION)
+                      pipe.shard_size, TOOLKIT_VERSION, {s: output_fps[s] for s in src.side_inputs})
         stage_dir = work_dir / pipe.name / f"00_{src.name}-{fp[:12]}"
         st = all_stats.setdefault(src.name, StepStats(pipe.name))
         t0 = time.perf_counter()

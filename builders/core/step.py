@@ -77,9 +77,12 @@ class Source:
     name: ClassVar[str] = ""
     version: ClassVar[str] = "1"
     config_keys: ClassVar[tuple[str, ...] | None] = None
+    #: names of earlier pipelines whose final output ``read`` uses (as ``self.side[name]``); part of the cache key
+    side_inputs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
+        self.side: Mapping[str, StageData] = {}
 
     def input_paths(self) -> list[Path]:
         """Files whose contents the output depends on (fingerprinted)."""

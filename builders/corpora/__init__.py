@@ -14,14 +14,14 @@ CORPORA: dict[str, str | None] = {
     "howtostep": None,   # HowToStep / NaSVA (paper 000, 001): not built yet
     "showhowto": None,   # ShowHowTo (paper 003): not built yet
     "sieve_swap": "builders.corpora.sieve_swap_build",
-    "marc": None,        # MARC-style aligned recipes (paper 002): not built yet
+    "marc": "builders.corpora.marc_build",
 }
 
 DESCRIPTIONS = {
     "howtostep": "HowToStep: WhisperX ASR -> LLM steps -> step timestamps -> NaSVA self-training (not built yet)",
     "showhowto": "ShowHowTo: LLM filter + key steps + CLIP keyframe alignment (not built yet)",
     "sieve_swap": "Sieve & Swap: HowTo100M cooking transcripts x RecipeNLG (Batra et al., ECCV 2024)",
-    "marc": "MARC-style aligned recipe corpus: HMM+IBM1 pairwise and joint alignment (not built yet)",
+    "marc": "MARC-style aligned recipe corpus: Common Crawl recipes + transcripts, HMM+IBM1 and joint alignment (Lin et al., ACL 2020)",
 }
 
 

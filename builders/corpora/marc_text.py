@@ -33,6 +33,8 @@ class TextRecipes:
     rows: list[dict[str, Any]]
     drops: list[Drop]
     counts: Counter = field(default_factory=Counter)
+    #: what happened to each input record, by its ``_key`` (else its position): its kept row or its drop
+    outcome: dict[str, dict[str, Any] | Drop] = field(default_factory=dict)
 
 
 def recipe_id(url: str, index_in_page: int) -> str:
@@ -61,20 +63,30 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
     drops: list[Drop] = []
     counts: Counter = Counter()
     prepared: list[dict[str, Any]] = []
-    for rec in records:
+    outcome: dict[str, dict[str, Any] | Drop] = {}
+
+    def dropped(p: dict[str, Any], reason: str, detail: str) -> None:
+        d = Drop(p["recipe_id"], STAGE, reason, detail)
+        drops.append(d)
+        outcome[p["key"]] = d
+
+    for position, rec in enumerate(records):
+        key = str(rec.get("_key", position))
         title = dishes.normalise_title(str(rec.get("title") or ""))
         rid = recipe_id(str(rec.get("url") or rec.get("page_url") or ""), int(rec.get("recipe_index_in_page") or 0))
         units = instruction_units(rec.get("steps") or [], cfg.instruction_unit)
         joined = " ".join(u.text for u in units)
         # 1. English instructions
-        if detect_language(joined, str(rec.get("language") or "")) != "en":
-            drops.append(Drop(rid, STAGE, "non_english", title))
+        p = {"rec": rec, "title": title, "recipe_id": rid, "units": units, "key": key}
+        lang = detect_language(joined, str(rec.get("language") or ""))
+        if lang != "en":
+            dropped(p, "non_english", f"{lang or 'unknown'}: {title}")
             continue
         # 2. title length
         if len(title.split()) > cfg.max_title_words:
-            drops.append(Drop(rid, STAGE, "title_too_long", title))
+            dropped(p, "title_too_long", title)
             continue
-        prepared.append({"rec": rec, "title": title, "recipe_id": rid, "units": units})
+        prepared.append(p)
 
     # 3. duplicates, first in (url, warc file, offset) order
     prepared.sort(key=lambda p: (str(p["rec"].get("url") or ""), str(p["rec"].get("warc_filename") or ""),
@@ -86,7 +98,7 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
         key = (p["title"].casefold(), tuple(_norm_instruction(u.text) for u in p["units"]))
         # the same URL (recipe id = sha1 of the URL and the recipe's index in its page): the page crawled twice
         if key in seen_content or p["recipe_id"] in seen_id:
-            drops.append(Drop(p["recipe_id"], STAGE, "duplicate_recipe", p["title"]))
+            dropped(p, "duplicate_recipe", p["title"])
             continue
         seen_content.add(key)
         seen_id.add(p["recipe_id"])
@@ -97,10 +109,10 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
     survivors = []
     for p, ok in zip(unique, keep):
         if not ok:
-            drops.append(Drop(p["recipe_id"], STAGE, "rare_title_word", p["title"]))
+            dropped(p, "rare_title_word", p["title"])
         # 5. at least min_steps instructions
         elif len(p["units"]) < cfg.min_steps:
-            drops.append(Drop(p["recipe_id"], STAGE, "too_few_steps", p["title"]))
+            dropped(p, "too_few_steps", f"{len(p['units'])} instructions: {p['title']}")
         else:
             survivors.append(p)
 
@@ -111,11 +123,13 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
     kept_dishes: dict[str, list[dict[str, Any]]] = {}
     for dish, members in by_dish.items():
         if len(members) < cfg.min_recipes_per_dish:
-            drops.extend(Drop(p["recipe_id"], STAGE, "dish_too_small", dish) for p in members)
+            for p in members:
+                dropped(p, "dish_too_small", f"{dish}: {len(members)} recipes")
             continue
         capped = set(dishes.cap_recipes([p["recipe_id"] for p in members], cfg.max_recipes_per_dish))
-        drops.extend(Drop(p["recipe_id"], STAGE, "dish_capped", dish) for p in members
-                     if p["recipe_id"] not in capped)
+        for p in members:
+            if p["recipe_id"] not in capped:
+                dropped(p, "dish_capped", dish)
         kept_dishes[dish] = [p for p in members if p["recipe_id"] in capped]
     splits = dishes.dish_splits(kept_dishes, cfg.test_dishes, cfg.validation_dishes, cfg.paper_dishes)
     rows = []
@@ -123,7 +137,7 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
         dish_name = kept_dishes[dish][0]["title"]
         for p in sorted(kept_dishes[dish], key=lambda q: q["recipe_id"]):
             rec = p["rec"]
-            rows.append({
+            row = {
                 "recipe_id": p["recipe_id"], "dish_id": dish, "dish_name": dish_name, "modality": "text",
                 "title": p["title"], "url": str(rec.get("url") or rec.get("page_url") or ""),
                 "language": "en", "ingredients": list(rec.get("ingredients") or []),
@@ -136,8 +150,10 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
                            "recipe_index_in_page": int(rec.get("recipe_index_in_page") or 0),
                            "asr_source": "", "chat_classifier": ""},
                 "split": splits[dish],
-            })
+            }
+            rows.append(row)
+            outcome[p["key"]] = row
     counts.update(d.reason for d in drops)
     counts["kept"] = len(rows)
     counts["dishes"] = len(kept_dishes)
-    return TextRecipes(rows, drops, counts)
+    return TextRecipes(rows, drops, counts, outcome)

@@ -87,3 +87,35 @@ def test_process_pool_gives_same_rows(tmp_path):
     two = run_pipelines(toy_pipelines(ToyConfig()), tmp_path / "b", LocalRunner(2), progress=False)
     assert list(one.outputs["numbers"].rows()) == list(two.outputs["numbers"].rows())
     assert counts(one) == counts(two)
+
+
+def test_source_reads_an_earlier_pipeline_and_is_keyed_by_it(tmp_path):
+    from builders.core.step import Pipeline, Source
+
+    class Pairs(Source):
+        """Pairs of consecutive survivors of the ``numbers`` pipeline (the marc ``dish_pairs`` pattern)."""
+
+        name = "pairs_of_numbers"
+        side_inputs = ("numbers",)
+        config_keys = ()
+
+        def read(self):
+            values = [r["value"] for r in self.side["numbers"].rows(["value"])]
+            for a, b in zip(values, values[1:]):
+                yield {"id": f"{a}-{b}", "sum": a + b}
+
+    def pipes(cfg):
+        return [*toy_pipelines(cfg), Pipeline("pairs", Pairs(cfg), [], shard_size=4)]
+
+    res = run_pipelines(pipes(ToyConfig()), tmp_path, LocalRunner(), progress=False)
+    kept = [r["value"] for r in res.outputs["numbers"].rows()]
+    assert [r["sum"] for r in res.outputs["pairs"].rows()] == [a + b for a, b in zip(kept, kept[1:])]
+    again = run_pipelines(pipes(ToyConfig()), tmp_path, LocalRunner(), progress=False)
+    assert again.steps["pairs_of_numbers"].cached_shards == again.steps["pairs_of_numbers"].shards
+    # a change upstream changes the side input: the source is read again
+    changed = run_pipelines(pipes(ToyConfig(modulus=4)), tmp_path, LocalRunner(), progress=False)
+    assert changed.steps["pairs_of_numbers"].cached_shards == 0
+    kept = [r["value"] for r in changed.outputs["numbers"].rows()]
+    assert changed.steps["pairs_of_numbers"].kept == len(kept) - 1
+    with pytest.raises(ValueError, match="needs pipeline"):
+        run_pipelines([Pipeline("pairs", Pairs(ToyConfig()), [])], tmp_path / "x", LocalRunner(), progress=False)

@@ -1,0 +1,751 @@
+"""The MARC-style aligned recipe corpus (Lin et al., ACL 2020; ``../shared/papers/002_dcd14287402b909e.txt`` §2-§5,
+A.1-A.2; contract ``../shared/specs/marc.md``).
+
+Four pipelines, in run order (each stage cached per shard, so a killed build resumes):
+
+* ``text``: Common Crawl WARC files and HTML pages -> Schema.org recipes (§3.1) -> instructions, the five recipe
+  filters, dishes and dish splits (§3.2-§3.4) -> ingredient terms (§3.6);
+* ``videos``: video candidates per dish -> transcripts -> sentences -> chat/content classifier (§3.5, A.1.3) ->
+  videos per dish -> ingredient terms of the content sentences;
+* ``pairs``: within-dish pairs with ingredient and length pruning (§3.6) -> HMM+IBM1 posteriors in both directions
+  (§3.7, Eq. 1, A.2);
+* ``dishes``: the instruction graph of each dish -> joint alignment (maximum spanning forest, §3.8).
+
+Paraphrases (§3.9) and multi-step breakdowns (§3.10) are pure functions of the pairwise posteriors, computed by the
+release (``marc_build``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.fingerprint import hash_obj
+from ..core.records import Count, Drop, Out, Row
+from ..core.step import FitInputs, Pipeline, Source, Step
+from ..ops import dishes as dish_ops
+from ..ops.joint_alignment import joint_alignment
+from .marc_config import MarcConfig
+from .marc_text import select_text_recipes
+
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "marc"
+SAMPLE_INPUTS = {
+    "warc": [SAMPLE_DIR / "recipes.warc.gz"],
+    "videos": SAMPLE_DIR / "video_candidates.jsonl",
+    "transcripts": SAMPLE_DIR / "raw_caption.json",
+    "youcook2": SAMPLE_DIR / "youcook2_annotations.json",
+    "youcook2_transcripts": SAMPLE_DIR / "youcook2_raw_caption.json",
+}
+INPUT_KEYS = ("warc", "pages", "videos", "transcripts", "youcook2", "youcook2_transcripts", "chat_model")
+NOUN_POS = frozenset({"NOUN", "PROPN"})
+
+
+def resolve_inputs(cfg: MarcConfig) -> tuple[MarcConfig, bool]:
+    """No input given -> the bundled sample; else web pages are required, and videos need their transcripts.
+
+    Every given path must exist (an error before any work starts).
+    """
+    given = [k for k in ("warc", "pages", "videos", "transcripts") if getattr(cfg, k)]
+    if not given:
+        cfg = dataclasses.replace(
+            cfg, warc=[str(p) for p in SAMPLE_INPUTS["warc"]],
+            **{k: str(v) for k, v in SAMPLE_INPUTS.items() if k != "warc" and not getattr(cfg, k)})
+        sample = True
+    else:
+        if not cfg.warc and not cfg.pages:
+            raise FileNotFoundError("marc needs web pages: --warc FILES|DIRS and/or --pages DIR "
+                                    "(give no input at all to build the bundled sample)")
+        if bool(cfg.videos) != bool(cfg.transcripts):
+            raise FileNotFoundError("--videos (video_candidates.jsonl) and --transcripts go together")
+        sample = False
+    if cfg.videos and cfg.classifier == "logreg" and not cfg.chat_model \
+            and not (cfg.youcook2 and cfg.youcook2_transcripts):
+        raise FileNotFoundError(
+            "the chat/content classifier (spec §3.5) needs training data: --youcook2 youcookii_annotations_trainval.json "
+            "and --youcook2-transcripts (their transcripts), or a trained --chat-model model.json, or "
+            "--set classifier=none to keep every transcript sentence (a deviation from the paper)")
+    for key in INPUT_KEYS:
+        value = getattr(cfg, key)
+        for p in ([value] if isinstance(value, str) else list(value or [])):
+            if not Path(p).exists():
+                raise FileNotFoundError(f"--{key.replace('_', '-')}: {p} does not exist")
+    return cfg, sample
+
+
+def _steps_storable(steps: Any) -> list[dict[str, Any]]:
+    out = []
+    for s in steps:
+        text, section, name = (list(s) + [None, None, None])[:3]
+        out.append({"text": str(text or ""), "section": section, "step_name": name})
+    return out
+
+
+# ============================================================================ text pipeline (§3.1-§3.4, §3.6)
+class RecipePagesSource(Source):
+    """WARC files (§2.1; streamed with warcio) and a directory of HTML pages -> Schema.org recipe records (§3.1)."""
+
+    name = "read_recipe_pages"
+    version = "1"
+    config_keys = ("warc", "pages", "limit")
+
+    def input_paths(self) -> list[Path]:
+        from ..sources.html_pages import list_pages
+        from ..sources.warc import find_warc_files
+
+        paths = [p for p, _ in find_warc_files(self.cfg.warc)] if self.cfg.warc else []
+        if self.cfg.pages:
+            paths += [p for _, p in list_pages(self.cfg.pages)]
+        return paths
+
+    def read(self) -> Iterator[Row | Drop | Count]:
+        from ..sources.html_pages import read_html_pages
+        from ..sources.schema_org import read_schema_recipes
+        from ..sources.warc import read_warc
+
+        cfg = self.cfg
+        pages = chain(read_warc(cfg.warc) if cfg.warc else (), read_html_pages(cfg.pages) if cfg.pages else ())
+        n = 0
+        for item in read_schema_recipes(pages):
+            if not isinstance(item, dict):
+                yield item
+                continue
+            if cfg.limit is not None and n >= cfg.limit:
+                yield Count("limit_reached")
+                break
+            n += 1
+            yield {**item, "steps": _steps_storable(item["steps"]),
+                   "_key": f"{item['page_id']}#{item['recipe_index_in_page']}"}
+
+
+class SelectTextRecipes(Step):
+    """§3.2-§3.4 (A.1.1): instructions, English, title length, duplicates, common title words, >= 2 steps, dishes
+    with >= 3 recipes (capped at 100), dish splits. Global decisions, so the work is done once in ``fit``."""
+
+    name = "select_text_recipes"
+    version = "1"
+    id_field = "recipe_id"
+    config_keys = ("instruction_unit", "max_title_words", "min_steps", "title_word_quantile", "min_recipes_per_dish",
+                   "max_recipes_per_dish", "test_dishes", "validation_dishes", "paper_dishes")
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        return select_text_recipes(inputs.data.rows(), self.cfg).outcome
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            o = self.state[r["_key"]]
+            if isinstance(o, Drop):
+                out.drop(o.item_id, o.reason, o.detail)
+            else:
+                out.keep(o)
+
+
+class IngredientTerms(Step):
+    """§3.6: per ingredient line (casefolded, parentheses removed, cut at the first comma, quantities dropped) the
+    spaCy lemmas of NOUN/PROPN tokens minus units and non-ingredient nouns; the recipe's set is the union."""
+
+    name = "ingredient_terms"
+    version = "1"
+    id_field = "recipe_id"
+    config_keys = ("spacy_model",)
+
+    def setup(self, state: Any) -> None:
+        from ..models.nlp import ContentLemmatizer
+
+        self.lemmatize = ContentLemmatizer(self.cfg.spacy_model, pos=NOUN_POS)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        lines = [[dish_ops.clean_ingredient_line(x) for x in r["ingredients"]] for r in rows]
+        flat = [x for ls in lines for x in ls]
+        lemmas = iter(self.lemmatize(flat))
+        for r, ls in zip(rows, lines):
+            terms: set[str] = set()
+            for _ in ls:
+                terms |= dish_ops.ingredient_terms(next(lemmas))
+            if not terms:
+                out.count("no_ingredient_terms")
+            out.keep({**r, "ingredient_terms": sorted(terms)})
+
+
+# ============================================================================ videos pipeline (§3.5)
+class VideoCandidatesSource(Source):
+    """``video_candidates.jsonl`` (§2.3): search results per dish in rank order."""
+
+    name = "read_video_candidates"
+    config_keys = ("videos",)
+
+    def input_paths(self) -> list[Path]:
+        return [Path(self.cfg.videos)] if self.cfg.videos else []
+
+    def read(self) -> Iterator[Row | Drop | Count]:
+        if not self.cfg.videos:
+            return
+        from ..sources.video_candidates import read_video_candidates
+
+        by_dish, drops = read_video_candidates(self.cfg.videos)
+        yield from drops
+        for dish in sorted(by_dish):
+            for c in by_dish[dish]:
+                yield {"dish_id": c.dish_id, "rank": c.rank, "video_id": c.video_id, "title": c.title,
+                       "query": c.query, "_key": f"{c.dish_id}:{c.video_id}"}
+
+
+def _dish_table(text: Any) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for r in text.rows(["dish_id", "dish_name", "split", "ingredient_terms"]):
+        d = out.setdefault(r["dish_id"], {"dish_name": r["dish_name"], "split": r["split"], "n_text": 0,
+                                          "terms": set()})
+        d["n_text"] += 1
+        d["terms"].update(r["ingredient_terms"])
+    return out
+
+
+class DishVideos(Step):
+    """Keep candidates of the corpus's dishes (those with >= 3 text recipes), with their dish name and split."""
+
+    name = "dish_videos"
+    id_field = "_key"
+    side_inputs = ("text",)
+    config_keys = ()
+
+    def fit(self, inputs: FitInputs) -> dict[str, dict[str, Any]]:
+        return {k: {kk: vv for kk, vv in v.items() if kk != "terms"} for k, v in _dish_table(inputs.side["text"]).items()}
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            d = self.state.get(r["dish_id"])
+            if d is None:
+                out.drop(r["_key"], "dish_not_in_corpus", r["dish_id"])
+            else:
+                out.keep({**r, "dish_name": d["dish_name"], "split": d["split"], "n_text": d["n_text"]})
+
+
+class LoadTranscript(Step):
+    """§3.5 sentences: WhisperX words joined and punkt-split, or raw caption lines (punkt-split when >= 30% of lines
+    end a sentence, else one line = one sentence); ``no_transcript``, ``malformed_transcript``, ``empty_transcript``,
+    ``non_english_transcript`` (py3langid, §6)."""
+
+    name = "load_transcript"
+    version = "1"
+    id_field = "_key"
+    config_keys = ("transcripts", "require_english_transcript")
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        from ..sources.transcripts import open_transcripts
+
+        wanted = {r["video_id"] for r in inputs.data.rows(["video_id"])}
+        root = Path(inputs.work_dir) / "videos"
+        open_transcripts(self.cfg.transcripts, root, wanted)  # split a raw_caption.json once (cached)
+        return {"root": str(root), "wanted": sorted(wanted)}
+
+    def setup(self, state: Any) -> None:
+        from ..sources.transcripts import open_transcripts
+
+        self.store = open_transcripts(self.cfg.transcripts, state["root"], set(state["wanted"]))
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ..models.chat_classifier import read_transcript, transcript_sentences
+        from ..sources.schema_org import detect_language
+        from ..sources.transcripts import TranscriptError
+
+        for r in rows:
+            try:
+                t, words = read_transcript(self.store, r["video_id"])
+            except TranscriptError as e:
+                out.drop(r["_key"], e.reason, e.detail)
+                continue
+            sents = [(x, s, e) for x, s, e in transcript_sentences(t, words)
+                     if math.isfinite(s) and math.isfinite(e) and any(ch.isalnum() for ch in x)]
+            if not sents:
+                out.drop(r["_key"], "empty_transcript", f"{len(t.segments)} segments, no sentence")
+                continue
+            if self.cfg.require_english_transcript:
+                lang = t.language or detect_language(" ".join(x for x, _, _ in sents), "en")
+                if lang and lang != "en":
+                    out.drop(r["_key"], "non_english_transcript", f"language {lang}")
+                    continue
+            out.keep({**r, "asr_source": t.source, "duration": max(e for _, _, e in sents),
+                      "sentences": [{"text": x, "start": s, "end": e} for x, s, e in sents]})
+
+
+def aligner_dir(work_dir: str | Path) -> Path:
+    return Path(work_dir) / "aligners"
+
+
+def classifier_dir(work_dir: str | Path) -> Path:
+    return Path(work_dir) / "chat_classifier"
+
+
+class ChatFilter(Step):
+    """§3.5 / A.1.3: remove chat sentences with the chat/content classifier (threshold 0.5), then drop videos with
+    no content (``all_chat``), more than ``max_video_sentences`` (``too_many_sentences``) or fewer than
+    ``min_video_sentences`` (``too_few_sentences``) sentences left.
+
+    ``fit`` trains the ``logreg`` classifier on YouCook2 labels (or loads ``chat_model``) once and stores it, with its
+    labelled sentences (the ``chat_content`` config) and scores, under ``<work_dir>/chat_classifier/<fingerprint>/``.
+    """
+
+    name = "chat_filter"
+    version = "1"
+    id_field = "_key"
+    uses_model = True
+    config_keys = ("classifier", "chat_model", "youcook2", "youcook2_transcripts", "embedding_model",
+                   "chat_threshold", "max_video_sentences", "min_video_sentences")
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        if self.cfg.classifier == "none":
+            return {"name": "none", "path": None}
+        from ..models.chat_classifier import ChatClassifier
+
+        if self.cfg.chat_model:
+            model = ChatClassifier.load(self.cfg.chat_model)
+            return {"name": model.name, "path": str(self.cfg.chat_model)}
+        model_path = train_chat_classifier(self.cfg, Path(inputs.work_dir))
+        return {"name": ChatClassifier.load(model_path).name, "path": str(model_path)}
+
+    def setup(self, state: Any) -> None:
+        self.state = state
+        self.model = None
+        if state["path"]:
+            from ..models.chat_classifier import ChatClassifier
+            from ..models.text_encoder import get_encoder
+
+            self.model = ChatClassifier.load(state["path"])
+            self.encoder = get_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        cfg = self.cfg
+        for r in rows:
+            sents = r["sentences"]
+            if self.model is not None:
+                proba = self.model.predict_proba([s["text"] for s in sents], [s["start"] for s in sents],
+                                                 [s["end"] for s in sents], r["duration"], self.encoder)
+                content = [s for s, p in zip(sents, proba) if p >= cfg.chat_threshold]
+            else:
+                content = list(sents)
+            removed = len(sents) - len(content)
+            out.count("chat_sentences_removed", removed)
+            if not content:
+                out.drop(r["_key"], "all_chat", f"{len(sents)} sentences, all chat")
+            elif len(content) > cfg.max_video_sentences:
+                out.drop(r["_key"], "too_many_sentences", f"{len(content)} content sentences")
+            elif len(content) < cfg.min_video_sentences:
+                out.drop(r["_key"], "too_few_sentences", f"{len(content)} content sentences")
+            else:
+                row = {k: v for k, v in r.items() if k != "sentences"}
+                out.keep({**row, "content": content, "num_chat_removed": removed,
+                          "chat_classifier": self.state["name"]})
+
+
+def train_chat_classifier(cfg: MarcConfig, work_dir: Path) -> Path:
+    """Train the ``logreg`` chat/content classifier on YouCook2 (A.1.3, spec §3.5) once per inputs and config;
+    writes ``model.json``, ``sentences.parquet`` (the labelled sentences) and ``scores.json``. Returns the model path.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..core.fingerprint import file_fingerprint
+    from ..models.chat_classifier import labelled_sentences, train_logreg
+    from ..models.text_encoder import get_encoder
+    from ..release import write_json_atomic
+    from ..sources.transcripts import open_transcripts
+    from ..sources.youcook2 import read_youcook2_annotations
+
+    key = hash_obj("chat_classifier", file_fingerprint(cfg.youcook2)["sha256"],
+                   file_fingerprint(cfg.youcook2_transcripts)["sha256"] if Path(cfg.youcook2_transcripts).is_file()
+                   else str(cfg.youcook2_transcripts), cfg.embedding_model, cfg.chat_threshold)[:16]
+    folder = classifier_dir(work_dir) / key
+    model_path = folder / "model.json"
+    if model_path.exists():
+        return model_path
+    folder.mkdir(parents=True, exist_ok=True)
+    videos, bad = read_youcook2_annotations(cfg.youcook2)
+    store = open_transcripts(cfg.youcook2_transcripts, folder, set(videos))
+    rows, drops, counts = labelled_sentences(videos, store)
+    encoder = get_encoder(cfg.embedding_model, cfg.device, cfg.encode_batch_size)
+    model = train_logreg(rows, encoder, threshold=cfg.chat_threshold)
+    table = pa.Table.from_pylist([{k: r[k] for k in ("video_id", "recipe_type", "sentence", "start", "end", "label",
+                                                      "split")} for r in rows])
+    pq.write_table(table, folder / "sentences.parquet")
+    write_json_atomic(folder / "scores.json", {
+        "scores": model.scores, "name": model.name, "C": model.C,
+        "dropped_videos": dict(sorted(_reason_counts(list(bad) + list(drops)).items())),
+        "counts": {str(k): v for k, v in dict(counts).items()}})
+    model.save(model_path)  # written last: its presence marks the training complete
+    return model_path
+
+
+def _reason_counts(drops: list[Drop]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for d in drops:
+        out[d.reason] += 1
+    return dict(out)
+
+
+class PickVideos(Step):
+    """§3.5: per dish ``n_v = clamp(round(ρ · n_text), 3, 100)`` videos, ρ = 77,550 / 48,852: the first candidates
+    in rank order whose transcript survived (``dish_video_quota`` for the rest; counter ``videos_short`` when a
+    dish gets fewer). A video listed under two dishes is kept in the first dish (``video_in_two_dishes``)."""
+
+    name = "pick_videos"
+    id_field = "_key"
+    config_keys = ("video_ratio", "min_videos_per_dish", "max_videos_per_dish")
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        cfg = self.cfg
+        by_dish: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
+        for r in inputs.data.rows(["dish_id", "rank", "video_id", "n_text"]):
+            by_dish[r["dish_id"]].append((r["rank"], r["video_id"], r["n_text"]))
+        picked: dict[str, str] = {}
+        elsewhere: dict[str, str] = {}
+        short: dict[str, str] = {}
+        owner: dict[str, str] = {}
+        for dish in sorted(by_dish):
+            cands = sorted(by_dish[dish])
+            wanted = dish_ops.videos_per_dish(cands[0][2], cfg.video_ratio, cfg.min_videos_per_dish,
+                                              cfg.max_videos_per_dish)
+            got = 0
+            for rank, vid, _ in cands:
+                key = f"{dish}:{vid}"
+                if vid in owner:
+                    elsewhere[key] = owner[vid]
+                elif got < wanted:
+                    picked[key] = "picked"
+                    owner[vid] = dish
+                    got += 1
+            if got < wanted:
+                first = next(f"{dish}:{vid}" for _, vid, _ in cands if f"{dish}:{vid}" in picked) if got else None
+                if first:
+                    short[first] = f"{got} of {wanted}"
+        return {"picked": picked, "elsewhere": elsewhere, "short": short}
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            k = r["_key"]
+            if k in self.state["elsewhere"]:
+                out.drop(k, "video_in_two_dishes", f"kept in dish {self.state['elsewhere'][k]}")
+            elif k not in self.state["picked"]:
+                out.drop(k, "dish_video_quota", f"rank {r['rank']}")
+            else:
+                if k in self.state["short"]:
+                    out.count("videos_short")
+                out.keep(r)
+
+
+class VideoRecipe(Step):
+    """A picked video as a ``recipes`` row: content sentences are its instructions (with times); its ingredient
+    terms are the dish vocabulary D ∩ the NOUN/PROPN lemmas of its content sentences (§3.6)."""
+
+    name = "video_recipe"
+    id_field = "_key"
+    side_inputs = ("text",)
+    config_keys = ("spacy_model",)
+
+    def fit(self, inputs: FitInputs) -> dict[str, list[str]]:
+        return {k: sorted(v["terms"]) for k, v in _dish_table(inputs.side["text"]).items()}
+
+    def setup(self, state: Any) -> None:
+        from ..models.nlp import ContentLemmatizer
+
+        self.vocab = {k: set(v) for k, v in state.items()}
+        self.lemmatize = ContentLemmatizer(self.cfg.spacy_model, pos=NOUN_POS)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            content = r["content"]
+            lemmas: set[str] = set()
+            for s in self.lemmatize([c["text"] for c in content]):
+                lemmas |= s
+            terms = sorted(self.vocab.get(r["dish_id"], set()) & dish_ops.ingredient_terms(lemmas))
+            out.keep({
+                "recipe_id": f"v:{r['video_id']}", "dish_id": r["dish_id"], "dish_name": r["dish_name"],
+                "modality": "video", "title": r["title"], "url": f"https://www.youtube.com/watch?v={r['video_id']}",
+                "language": "en", "ingredients": [], "ingredient_terms": terms,
+                "instructions": [c["text"] for c in content], "step_index": list(range(len(content))),
+                "section": [""] * len(content), "start": [float(c["start"]) for c in content],
+                "end": [float(c["end"]) for c in content], "num_chat_removed": int(r["num_chat_removed"]),
+                "source": {"extraction": "transcript", "warc_filename": "", "warc_record_offset": -1,
+                           "warc_record_id": "", "recipe_index_in_page": 0, "asr_source": r["asr_source"],
+                           "chat_classifier": r["chat_classifier"]},
+                "split": r["split"], "rank": int(r["rank"])})
+
+
+# ============================================================================ pairs pipeline (§3.6-§3.7)
+RECIPE_COLUMNS = ["recipe_id", "dish_id", "dish_name", "modality", "instructions", "start", "end",
+                  "ingredient_terms", "split"]
+
+
+def _recipes_by_dish(side: dict[str, Any]) -> dict[str, list[Row]]:
+    by_dish: dict[str, list[Row]] = defaultdict(list)
+    for name in ("text", "videos"):
+        for r in side[name].rows(RECIPE_COLUMNS):
+            by_dish[r["dish_id"]].append(r)
+    return by_dish
+
+
+class DishPairsSource(Source):
+    """Within-dish recipe pairs (§3.6; paper §2.3, A.1.4): text-text and text-video pairs with ingredient overlap
+    >= 0.70, video-video >= 0.90; text-text pairs also need instruction counts within a factor 2."""
+
+    name = "dish_pairs"
+    version = "1"
+    side_inputs = ("text", "videos")
+    config_keys = ("text_match", "video_match", "max_length_ratio")
+
+    def read(self) -> Iterator[Row | Drop | Count]:
+        cfg = self.cfg
+        for dish, recipes in sorted(_recipes_by_dish(self.side).items()):
+            by_id = {r["recipe_id"]: r for r in recipes}
+            kept, dropped = dish_ops.dish_pairs(
+                [(r["recipe_id"], r["modality"], len(r["instructions"]), set(r["ingredient_terms"])) for r in recipes],
+                cfg.text_match, cfg.video_match, cfg.max_length_ratio)
+            for key, reason in dropped:
+                yield Drop(f"{dish}:{key}", self.name, reason)
+            for p in kept:
+                a, b = by_id[p["recipe_a"]], by_id[p["recipe_b"]]
+                yield {"pair_id": f"{dish}:{a['recipe_id']}|{b['recipe_id']}", "dish_id": dish,
+                       "split": a["split"], "pair_type": p["pair_type"], "recipe_a": a["recipe_id"],
+                       "recipe_b": b["recipe_id"], "a_instructions": a["instructions"],
+                       "b_instructions": b["instructions"], "a_start": a["start"], "a_end": a["end"],
+                       "b_start": b["start"], "b_end": b["end"], "ingredient_match": float(p["ingredient_match"])}
+
+
+#: model name -> (source side, target side, pair type) of the directed alignments it produces (§3.7)
+MODELS = {"text_text": "text_text", "video_video": "video_video", "text_to_video": "text_video",
+          "video_to_text": "text_video"}
+
+
+def _directions(pair_type: str) -> tuple[str, str]:
+    """Models for (a -> b, b -> a): recipe a is the text side of a text-video pair (§3.6)."""
+    if pair_type == "text_video":
+        return "text_to_video", "video_to_text"
+    return pair_type, pair_type
+
+
+class Tokenizer:
+    """§3.7 tokens: NFKC-casefolded ``\\w+`` minus spaCy stop words; the ablation ``tokens: nouns | nouns_verbs``
+    first keeps only the words whose PTB tag is NN* (+ VB*) (paper Tables 2-3)."""
+
+    def __init__(self, mode: str, spacy_model: str) -> None:
+        from ..ops.hmm_ibm1 import stop_words
+
+        self.mode = mode
+        self.stop = stop_words()
+        self.spacy_model = spacy_model
+        self._nlp = None
+        self._memo: dict[str, list[str]] = {}
+
+    def _tagged(self, texts: list[str]) -> None:
+        if self._nlp is None:
+            import spacy
+
+            self._nlp = spacy.load(self.spacy_model, disable=["parser", "ner", "lemmatizer"])
+        prefixes = ("NN",) if self.mode == "nouns" else ("NN", "VB")
+        from ..ops.hmm_ibm1 import tokenize
+
+        for text, doc in zip(texts, self._nlp.pipe(texts, batch_size=256)):
+            self._memo[text] = tokenize(" ".join(t.text for t in doc if t.tag_.startswith(prefixes)), self.stop)
+
+    def __call__(self, instructions: list[str]) -> list[list[str]]:
+        from ..ops.hmm_ibm1 import tokenize
+
+        if self.mode == "all":
+            return [tokenize(x, self.stop) for x in instructions]
+        todo = list(dict.fromkeys(x for x in instructions if x not in self._memo))
+        if todo:
+            self._tagged(todo)
+        return [self._memo[x] for x in instructions]
+
+
+def _model_fingerprint(model: Any) -> str:
+    return hash_obj(model.config.to_dict(), sorted(model.vocabulary.items()), model.keys.tobytes().hex()[:64],
+                    float(model.t.sum()), sorted(model.jump.items()), len(model.keys))[:12]
+
+
+class HmmIbm1Align(Step):
+    """§3.7 (Eq. 1, A.2): HMM over target instructions with IBM Model 1 emissions, trained by EM on the train-split
+    pairs (``text_text`` and ``video_video`` on both directions, ``text_to_video`` and ``video_to_text`` one each),
+    vocabulary cut-offs over the train split; posteriors for every pair of every split in both directions.
+
+    ``aligner: best`` (default) is the preset that aligns best on real data (``HmmIbm1Config.best``, see
+    ``builders.ops.hmm_ibm1.BEST_NOTE``); ``aligner: paper`` the paper's configuration.
+    """
+
+    name = "hmm_ibm1"
+    version = "1"
+    id_field = "pair_id"
+    side_inputs = ("text", "videos")
+    config_keys = ("aligner", "text_min_count", "video_min_count", "tokens", "spacy_model")
+
+    def _config(self) -> Any:
+        from ..ops.hmm_ibm1 import HmmIbm1Config
+
+        return HmmIbm1Config.best() if self.cfg.aligner == "best" else HmmIbm1Config.paper()
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        from collections import Counter
+
+        from ..ops.hmm_ibm1 import HmmIbm1
+
+        tok = Tokenizer(self.cfg.tokens, self.cfg.spacy_model)
+        text_min, video_min = self.cfg.min_counts()
+        counts = {"text": Counter(), "video": Counter()}
+        raw_sizes = {}
+        for side, modality in (("text", "text"), ("videos", "video")):
+            for r in inputs.side[side].rows(["split", "instructions"]):
+                if r["split"] == "train":
+                    for toks in tok(r["instructions"]):
+                        counts[modality].update(toks)
+            raw_sizes[modality] = len(counts[modality])
+        vocab_words = {"text": {w for w, c in counts["text"].items() if c >= text_min},
+                       "video": {w for w, c in counts["video"].items() if c >= video_min}}
+        vocabs = {"text_text": vocab_words["text"], "video_video": vocab_words["video"],
+                  "text_to_video": vocab_words["text"] | vocab_words["video"],
+                  "video_to_text": vocab_words["text"] | vocab_words["video"]}
+        train: dict[str, list[tuple[list[list[str]], list[list[str]]]]] = defaultdict(list)
+        for r in inputs.data.rows(["split", "pair_type", "a_instructions", "b_instructions"]):
+            if r["split"] != "train":
+                continue
+            a, b = tok(r["a_instructions"]), tok(r["b_instructions"])
+            fwd, bwd = _directions(r["pair_type"])
+            train[fwd].append((a, b))
+            train[bwd].append((b, a))
+        models, names = {}, {}
+        for name in MODELS:
+            if not train.get(name):
+                continue
+            vocab = {w: i for i, w in enumerate(sorted(vocabs[name]))}
+            model = HmmIbm1(self._config()).fit(train[name], vocabulary=vocab)
+            models[name] = model
+            names[name] = f"hmm_ibm1/{name}@{_model_fingerprint(model)}"
+        info = {"names": names,
+                "vocabulary": {"text": [raw_sizes["text"], len(vocab_words["text"]), text_min],
+                               "video": [raw_sizes["video"], len(vocab_words["video"]), video_min]},
+                "train_pairs": {k: len(v) for k, v in sorted(train.items())},
+                "jump": {k: {str(d): round(p, 6) for d, p in sorted(m.jump.items())} for k, m in models.items()},
+                "em_seconds": {k: round(m.timings.get("em", 0.0), 3) for k, m in models.items()}}
+        from ..release import write_json_atomic
+
+        folder = aligner_dir(Path(inputs.work_dir))
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(folder / f"{hash_obj(sorted(names.values()))[:16]}.json", info)
+        return {"models": models, "names": names}
+
+    def setup(self, state: Any) -> None:
+        self.state = state
+        self.tok = Tokenizer(self.cfg.tokens, self.cfg.spacy_model)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        models = self.state["models"]
+        jobs: dict[str, list[tuple[int, str, list[list[str]], list[list[str]]]]] = defaultdict(list)
+        tokens = []
+        for i, r in enumerate(rows):
+            a, b = self.tok(r["a_instructions"]), self.tok(r["b_instructions"])
+            tokens.append((a, b))
+            fwd, bwd = _directions(r["pair_type"])
+            jobs[fwd].append((i, "a_to_b", a, b))
+            jobs[bwd].append((i, "b_to_a", b, a))
+        results: dict[tuple[int, str], Any] = {}
+        for name, items in jobs.items():
+            if name not in models:
+                continue
+            vocab = models[name].vocabulary
+            for (i, direction, src, _), al in zip(items, models[name].align([(s, t) for _, _, s, t in items])):
+                results[(i, direction)] = al
+                out.count("empty_after_vocab", sum(1 for ins in src if not any(w in vocab for w in ins)))
+        for i, r in enumerate(rows):
+            fwd, bwd = _directions(r["pair_type"])
+            missing = [n for n in (fwd, bwd) if n not in models]
+            if missing:
+                out.drop(r["pair_id"], "no_alignment_model", f"no train-split pairs for {', '.join(missing)}")
+                continue
+            ab, ba = results[(i, "a_to_b")], results[(i, "b_to_a")]
+            if not (np.all(np.isfinite(ab.gamma)) and np.all(np.isfinite(ba.gamma))):
+                out.drop(r["pair_id"], "alignment_numerical_error", "NaN or inf posterior")
+                continue
+            out.keep({**r, "a_to_b": ab.rows(), "b_to_a": ba.rows(), "model_a_to_b": self.state["names"][fwd],
+                      "model_b_to_a": self.state["names"][bwd]})
+
+
+# ============================================================================ dishes pipeline (§3.8)
+class DishGraphSource(Source):
+    """One row per dish: its instructions as nodes, ordered by (recipe_id, instruction_index), and one directed edge
+    per source instruction to its argmax target (all pair types, both directions) weighted by the posterior."""
+
+    name = "dish_graphs"
+    version = "1"
+    side_inputs = ("text", "videos", "pairs")
+    config_keys = ()
+
+    def read(self) -> Iterator[Row | Drop | Count]:
+        by_dish = _recipes_by_dish(self.side)
+        edges: dict[str, list[tuple[str, int, str, int, float]]] = defaultdict(list)
+        for p in self.side["pairs"].rows(["dish_id", "recipe_a", "recipe_b", "a_to_b", "b_to_a"]):
+            for src, dst, align in ((p["recipe_a"], p["recipe_b"], p["a_to_b"]),
+                                    (p["recipe_b"], p["recipe_a"], p["b_to_a"])):
+                for m, x in enumerate(align):
+                    if x["target_index"] >= 0:
+                        edges[p["dish_id"]].append((src, m, dst, x["target_index"], x["probability"]))
+        for dish in sorted(by_dish):
+            recipes = sorted(by_dish[dish], key=lambda r: r["recipe_id"])
+            nodes, node_of = [], {}
+            for r in recipes:
+                video = r["modality"] == "video"
+                for k, text in enumerate(r["instructions"]):
+                    node_of[(r["recipe_id"], k)] = len(nodes)
+                    nodes.append({"node_id": len(nodes), "recipe_id": r["recipe_id"], "modality": r["modality"],
+                                  "instruction_index": k, "text": text,
+                                  "start": float(r["start"][k]) if video else float("nan"),
+                                  "end": float(r["end"][k]) if video else float("nan")})
+            src, dst, w = [], [], []
+            for a, m, b, n, prob in edges.get(dish, []):
+                src.append(node_of[(a, m)])
+                dst.append(node_of[(b, n)])
+                w.append(float(prob))
+            yield {"dish_id": dish, "dish_name": recipes[0]["dish_name"], "split": recipes[0]["split"],
+                   "nodes": nodes, "src": src, "dst": dst, "weight": w}
+
+
+class JointAlignment(Step):
+    """§3.8: edges with posterior > ``edge_threshold`` (0.5), undirected weight = mean of the directed ones, maximum
+    spanning forest by Kruskal, and jointly-alignable sets (paths with at most one instruction per recipe)."""
+
+    name = "joint_alignment"
+    version = "1"
+    id_field = "dish_id"
+    config_keys = ("edge_threshold",)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            nodes = r["nodes"]
+            codes = {rid: i for i, rid in enumerate(sorted({n["recipe_id"] for n in nodes}))}
+            ja = joint_alignment(len(nodes), np.asarray([codes[n["recipe_id"]] for n in nodes], dtype=np.int64),
+                                 np.asarray(r["src"], dtype=np.int64), np.asarray(r["dst"], dtype=np.int64),
+                                 np.asarray(r["weight"], dtype=np.float64), self.cfg.edge_threshold,
+                                 [n["modality"] == "video" for n in nodes])
+            out.count("aligned_sets", len(ja.aligned_sets))
+            out.keep({"dish_id": r["dish_id"], "dish_name": r["dish_name"], "split": r["split"], "nodes": nodes,
+                      "forest_edges": [{"u": int(u), "v": int(v), "weight": float(w)} for u, v, w in ja.forest_edges],
+                      "aligned_sets": [{"node_ids": list(s.node_ids), "min_weight": float(s.min_weight),
+                                        "num_text": int(s.num_text), "num_video": int(s.num_video)}
+                                       for s in ja.aligned_sets],
+                      "edge_threshold": float(self.cfg.edge_threshold)})
+
+
+def pipelines(cfg: MarcConfig, shard_size: int = 64) -> list[Pipeline]:
+    """The four pipelines of the corpus, in run order."""
+    return [
+        Pipeline("text", RecipePagesSource(cfg), [SelectTextRecipes(cfg), IngredientTerms(cfg)],
+                 shard_size=max(shard_size, 256)),
+        Pipeline("videos", VideoCandidatesSource(cfg),
+                 [DishVideos(cfg), LoadTranscript(cfg), ChatFilter(cfg), PickVideos(cfg), VideoRecipe(cfg)],
+                 shard_size=shard_size),
+        Pipeline("pairs", DishPairsSource(cfg), [HmmIbm1Align(cfg)], shard_size=max(shard_size, 256)),
+        Pipeline("dishes", DishGraphSource(cfg), [JointAlignment(cfg)], shard_size=shard_size),
+    ]
