@@ -240,6 +240,8 @@ class LoadTranscript(Step):
         from ..sources.transcripts import open_transcripts
 
         wanted = {r["video_id"] for r in inputs.data.rows(["video_id"])}
+        if not wanted:  # no video input (a text-only build) or no candidate of a corpus dish
+            return {"root": None, "wanted": []}
         root = Path(inputs.work_dir) / "videos"
         open_transcripts(self.cfg.transcripts, root, wanted)  # split a raw_caption.json once (cached)
         return {"root": str(root), "wanted": sorted(wanted)}
@@ -247,7 +249,9 @@ class LoadTranscript(Step):
     def setup(self, state: Any) -> None:
         from ..sources.transcripts import open_transcripts
 
-        self.store = open_transcripts(self.cfg.transcripts, state["root"], set(state["wanted"]))
+        self.store = None
+        if state["root"] is not None:
+            self.store = open_transcripts(self.cfg.transcripts, state["root"], set(state["wanted"]))
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ..models.chat_classifier import read_transcript, transcript_sentences
@@ -299,7 +303,7 @@ class ChatFilter(Step):
                    "chat_threshold", "max_video_sentences", "min_video_sentences")
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        if self.cfg.classifier == "none":
+        if self.cfg.classifier == "none" or not any(True for _ in inputs.data.rows(["_key"])):
             return {"name": "none", "path": None}
         from ..models.chat_classifier import ChatClassifier
 

