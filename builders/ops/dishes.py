@@ -98,9 +98,15 @@ def clean_ingredient_line(line: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+def _non_ingredient(word: str) -> bool:
+    """A unit or non-ingredient noun, also in a plural the tagger left unlemmatised ("cups" tagged PROPN)."""
+    return word in NON_INGREDIENT_NOUNS or (word.endswith("s") and word[:-1] in NON_INGREDIENT_NOUNS) \
+        or (word.endswith("es") and word[:-2] in NON_INGREDIENT_NOUNS)
+
+
 def ingredient_terms(noun_lemmas: Iterable[str]) -> set[str]:
     """The ingredient terms of one line from its NOUN/PROPN lemmas: units and non-ingredient nouns removed."""
-    return {w for w in (x.casefold() for x in noun_lemmas) if w and w not in NON_INGREDIENT_NOUNS and _WORD.search(w)}
+    return {w for w in (x.casefold() for x in noun_lemmas) if w and not _non_ingredient(w) and _WORD.search(w)}
 
 
 def ingredient_match(a: set[str], b: set[str]) -> float:

@@ -44,6 +44,8 @@ def test_ingredients_and_overlap():
     assert dishes.clean_ingredient_line("2 1/2 cups (300 g) Flour, sifted") == "cups flour"
     assert dishes.clean_ingredient_line("½ tsp salt") == "tsp salt"
     assert dishes.ingredient_terms(["cup", "flour", "Salt", "tsp"]) == {"flour", "salt"}
+    # plurals the tagger leaves unlemmatised ("cups all-purpose flour": cups/PROPN) are units too; "peas" stays
+    assert dishes.ingredient_terms(["cups", "pinches", "tablespoons", "flour", "peas"]) == {"flour", "peas"}
     assert dishes.ingredient_match({"flour", "salt", "egg"}, {"flour", "egg"}) == 1.0
     assert dishes.ingredient_match({"a", "b", "c"}, {"a", "d", "e", "f"}) == pytest.approx(1 / 3)
     assert dishes.ingredient_match(set(), {"a"}) == 0.0
