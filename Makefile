@@ -23,9 +23,10 @@ java:
 install-test: install
 	$(PIP) install -e ".[cpu,ray,test]"
 
-# install and build the default corpus from the bundled sample into ./sieve_swap
+# install and build the bundled samples into ./sieve_swap and ./marc
 sample: install
 	$(PYTHON) -m builders.build sieve_swap
+	$(PYTHON) -m builders.build marc
 
 # install the test dependencies and run the whole test suite
 test: install-test
