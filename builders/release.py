@@ -371,6 +371,22 @@ def render_card(template_path: str | os.PathLike, context: Mapping[str, Any]) ->
     return template.safe_substitute({k: str(v) for k, v in context.items()})
 
 
+def compare_with_paper(values: Mapping[str, Any], paper: Mapping[str, float | None], cause: str,
+                       notes: Mapping[str, str] | None = None, tolerance: float = 0.2) -> dict[str, dict[str, Any]]:
+    """Each quantity of a build next to the paper's: ``{name: {"value", "paper", "flag"}}``, flagged when it deviates
+    by more than ``tolerance`` (relative) with the likely ``cause``; ``notes`` give fixed flags to named quantities."""
+    out = {}
+    for k, v in values.items():
+        ref = paper[k]
+        flag = (notes or {}).get(k, "")
+        if not flag and v is not None and ref:
+            dev = (v - ref) / ref
+            if abs(dev) > tolerance:
+                flag = f"{dev:+.0%} vs paper ({cause})"
+        out[k] = {"value": v, "paper": ref, "flag": flag}
+    return out
+
+
 def _json_default(obj: Any) -> Any:
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
         return obj.item()

@@ -196,20 +196,12 @@ def quantities(by_config: dict[str, dict[str, list[dict[str, Any]]]], aligner_in
         "chat_classifier_test_f1": round(100 * classifier["scores"]["test"]["f1"], 2)
         if classifier and "test" in classifier.get("scores", {}) else None,
     }
-    out = {}
-    for k, v in value.items():
-        paper = PAPER_QUANTITIES[k]
-        flag = ""
-        if k == "mean_recipes_per_dish":
-            flag = "paper text says 6.54 (sd 7.22) but 48,852 / 4,262 = 11.46: both reported (spec §7)"
-        elif v is not None and paper:
-            dev = (v - paper) / paper
-            if abs(dev) > 0.2:
-                cause = ("sample build: a few hand-written pages, not Common Crawl" if sample else
-                         "smaller or different inputs than the paper's 3.2M Common Crawl recipes")
-                flag = f"{dev:+.0%} vs paper ({cause})"
-        out[k] = {"value": v, "paper": paper, "flag": flag}
-    return out
+    from ..release import compare_with_paper
+
+    cause = ("sample build: a few hand-written pages, not Common Crawl" if sample else
+             "smaller or different inputs than the paper's 3.2M Common Crawl recipes")
+    return compare_with_paper(value, PAPER_QUANTITIES, cause, notes={
+        "mean_recipes_per_dish": "paper text says 6.54 (sd 7.22) but 48,852 / 4,262 = 11.46: both reported (spec §7)"})
 
 
 def manifest(result: BuildResult, cfg: MarcConfig, info: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:

@@ -124,18 +124,11 @@ def quantities(result: BuildResult, videos: list[dict[str, Any]], sample: bool) 
         "distinct_recipes_used": len({s["recipe_id"] for v in videos for s in v["segments"]}),
         "recipes_with_steps": kept.get("recipe_lemmas"),
     }
-    out = {}
-    for k, v in value.items():
-        paper = PAPER_QUANTITIES[k]
-        flag = ""
-        if v is not None and paper:
-            dev = (v - paper) / paper
-            if abs(dev) > 0.2:
-                cause = ("sample build: not the full HowTo100M / RecipeNLG inputs" if sample else
-                         "check the title source (YouTube titles vs task names), the ASR source and title_match")
-                flag = f"{dev:+.0%} vs paper ({cause})"
-        out[k] = {"value": v, "paper": paper, "flag": flag}
-    return out
+    from ..release import compare_with_paper
+
+    cause = ("sample build: not the full HowTo100M / RecipeNLG inputs" if sample else
+             "check the title source (YouTube titles vs task names), the ASR source and title_match")
+    return compare_with_paper(value, PAPER_QUANTITIES, cause)
 
 
 def _git_commit() -> str | None:

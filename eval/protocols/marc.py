@@ -164,6 +164,12 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
     result = AraEvaluation(gold=gold, counts=counts)
     encoder = encoder or _default_encoder
 
+    def not_run(method: str, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        result.not_run[method] = reason
+        if warnings is not None:
+            warnings.add("method_not_run", f"{method}: {reason}")
+
     def record(method: str, preds: Sequence[np.ndarray]) -> None:
         lists = [[int(x) for x in p] for p in preds]
         result.predictions[method] = lists
@@ -194,10 +200,7 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
                 texts = [t for n in names for t in corpus.recipes[n].instruction_texts]
                 emb = np.asarray(encode(texts), dtype=np.float64)
             except Exception as exc:  # noqa: BLE001 - a missing package or model: reported, the protocol goes on
-                reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                result.not_run[method] = reason
-                if warnings is not None:
-                    warnings.add("method_not_run", f"{method}: {reason}")
+                not_run(method, exc)
                 continue
             offsets, pos = {}, 0
             for n in names:
@@ -216,10 +219,7 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
                 try:
                     m_tokens = _pos_tokens(corpus, TOKEN_ABLATIONS[method])
                 except Exception as exc:  # noqa: BLE001 - spaCy or its model missing: reported, the protocol goes on
-                    reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                    result.not_run[method] = reason
-                    if warnings is not None:
-                        warnings.add("method_not_run", f"{method}: {reason}")
+                    not_run(method, exc)
                     continue
                 m_train = [(m_tokens[a], m_tokens[b]) for dish in corpus.dishes
                            for a in (r.name for r in corpus.dish_recipes(dish))
