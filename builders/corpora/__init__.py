@@ -21,7 +21,7 @@ DESCRIPTIONS = {
     "howtostep": "HowToStep: WhisperX ASR -> LLM steps -> step timestamps -> NaSVA self-training (not built yet)",
     "showhowto": "ShowHowTo: LLM filter + key steps + CLIP keyframe alignment (not built yet)",
     "sieve_swap": "Sieve & Swap: HowTo100M cooking transcripts x RecipeNLG (Batra et al., ECCV 2024)",
-    "marc": "MARC-style aligned recipe corpus: Common Crawl recipes + transcripts, HMM+IBM1 and joint alignment (Lin et al., ACL 2020)",
+    "marc": "MARC-style aligned recipes: web recipes + transcripts, HMM+IBM1 and joint alignment (Lin et al., 2020)",
 }
 
 

@@ -68,8 +68,9 @@ def resolve_inputs(cfg: MarcConfig) -> tuple[MarcConfig, bool]:
     if cfg.videos and cfg.classifier == "logreg" and not cfg.chat_model \
             and not (cfg.youcook2 and cfg.youcook2_transcripts):
         raise FileNotFoundError(
-            "the chat/content classifier (spec §3.5) needs training data: --youcook2 youcookii_annotations_trainval.json "
-            "and --youcook2-transcripts (their transcripts), or a trained --chat-model model.json, or "
+            "the chat/content classifier (spec §3.5) needs training data: --youcook2 "
+            "youcookii_annotations_trainval.json and --youcook2-transcripts (their transcripts), or a trained "
+            "--chat-model model.json, or "
             "--set classifier=none to keep every transcript sentence (a deviation from the paper)")
     for key in INPUT_KEYS:
         value = getattr(cfg, key)
@@ -181,7 +182,11 @@ class VideoCandidatesSource(Source):
     config_keys = ("videos",)
 
     def input_paths(self) -> list[Path]:
-        return [Path(self.cfg.videos)] if self.cfg.videos else []
+        """The candidates and every input file of the video steps (transcripts, classifier data or model): a changed
+        file re-runs the video pipeline (transcript directories are keyed by their path only)."""
+        paths = [getattr(self.cfg, k) for k in ("videos", "transcripts", "youcook2", "youcook2_transcripts",
+                                                 "chat_model")]
+        return [Path(p) for p in paths if p and Path(p).is_file()] if self.cfg.videos else []
 
     def read(self) -> Iterator[Row | Drop | Count]:
         if not self.cfg.videos:
@@ -215,7 +220,8 @@ class DishVideos(Step):
     config_keys = ()
 
     def fit(self, inputs: FitInputs) -> dict[str, dict[str, Any]]:
-        return {k: {kk: vv for kk, vv in v.items() if kk != "terms"} for k, v in _dish_table(inputs.side["text"]).items()}
+        dishes = _dish_table(inputs.side["text"])
+        return {k: {kk: vv for kk, vv in v.items() if kk != "terms"} for k, v in dishes.items()}
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
