@@ -83,3 +83,19 @@ def test_token_ablation_keeps_ptb_nouns_and_verbs(mode, expected):
     texts = ["Whisk the eggs and sugar in a bowl.", "Then pour the batter into the pan and bake for 20 minutes."]
     assert tok(texts) == expected
     assert tok(texts[:1]) == expected[:1]  # memoised per instruction
+
+
+def test_video_inputs_key_the_video_pipeline(tmp_path):
+    import dataclasses
+
+    from builders.corpora.marc import VideoCandidatesSource
+
+    files = {k: tmp_path / f"{k}.json" for k in ("videos", "transcripts", "youcook2", "youcook2_transcripts")}
+    for p in files.values():
+        p.write_text("{}")
+    cfg = dataclasses.replace(MarcConfig(), **{k: str(p) for k, p in files.items()})
+    assert VideoCandidatesSource(cfg).input_paths() == list(files.values())
+    # a WhisperX directory is keyed by its path (config), not its files; no videos -> no video inputs at all
+    cfg = dataclasses.replace(cfg, transcripts=str(tmp_path))
+    assert tmp_path not in VideoCandidatesSource(cfg).input_paths()
+    assert VideoCandidatesSource(dataclasses.replace(cfg, videos=None)).input_paths() == []
