@@ -408,3 +408,68 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, default=_json_default) + "\n"
     _atomic_write_bytes(path, text.encode("utf-8"))
     return path
+
+
+# ------------------------------------------------------------------------------- shared by the corpus releases
+
+
+def git_commit() -> str | None:
+    """The toolkit's git commit (``None`` outside a checkout), recorded in manifests and cards."""
+    import subprocess
+
+    try:
+        root = Path(__file__).resolve().parents[1]
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=False).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def md_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table (``|`` escaped, newlines flattened) for dataset cards."""
+
+    def cell(x: Any) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def fmt_value(x: Any) -> str:
+    """A card cell: thousands separators, two decimals for floats, an en dash for a missing value."""
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:,.2f}"
+    return f"{x:,}" if isinstance(x, int) else str(x)
+
+
+def stats_tables(stats: Mapping[str, Any]) -> dict[str, str]:
+    """The card tables every corpus shows from ``stats.json``: paper quantities, drops, counters, release rows."""
+    q = stats["quantities"]
+    return {
+        "stats_table": md_table(["quantity", "this build", "paper", "flag"],
+                                [[k, fmt_value(v["value"]), fmt_value(v["paper"]), v["flag"] or ""]
+                                 for k, v in q.items()]),
+        "drops_table": md_table(["reason", "items"], [[k, v] for k, v in sorted(stats["drops"].items())])
+        if stats["drops"] else "No item was dropped.",
+        "counters_table": md_table(["counter", "count"], [[k, v] for k, v in sorted(stats["counters"].items())])
+        if stats["counters"] else "No counter fired.",
+        "release_table": md_table(["config", "split", "rows"],
+                                  [[c, s, n] for c, sp in stats.get("release", {}).items() for s, n in sp.items()]),
+    }
+
+
+def write_drops(path: str | os.PathLike, result: Any) -> int:
+    """``drops.parquet`` (``item_id, stage, reason, detail``) of a build result, written atomically; returns rows."""
+    import pyarrow as pa
+
+    from .core.shards import DROP_SCHEMA
+
+    path = Path(path)
+    table = pa.Table.from_pylist(list(result.drops()), schema=DROP_SCHEMA)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return table.num_rows

@@ -29,9 +29,9 @@ from ..core.config import to_dict
 from ..core.driver import BuildEmpty
 from ..core.orchestrate import BuildResult
 from ..ops.alignment_products import multi_step_breakdowns, paraphrases
+from ..release import fmt_value, git_commit, md_table, stats_tables, write_drops
 from .marc import classifier_dir, pipelines, resolve_inputs  # noqa: F401  (the corpus interface)
 from .marc_config import MarcConfig
-from .sieve_swap_build import _fmt, _git_commit, _md_table, write_drops
 
 NAME = "marc"
 Config = MarcConfig
@@ -208,7 +208,7 @@ def manifest(result: BuildResult, cfg: MarcConfig, info: dict[str, Any], models:
     from ..models.nlp import ContentLemmatizer
 
     return {
-        "corpus": NAME, "toolkit_version": TOOLKIT_VERSION, "git_commit": _git_commit(),
+        "corpus": NAME, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
         "config": to_dict(cfg), "inputs": result.input_fingerprints, "sample": info["sample"],
         "models": {"aligners": models.get("aligners", {}), "chat_classifier": models.get("chat_classifier"),
                    "lemmatizer": ContentLemmatizer(cfg.spacy_model).versions()},
@@ -220,25 +220,17 @@ def manifest(result: BuildResult, cfg: MarcConfig, info: dict[str, Any], models:
 def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: MarcConfig) -> dict[str, str]:
     from ..ops.hmm_ibm1 import BEST_SETTINGS, HmmIbm1Config, stop_words
 
-    q = stats["quantities"]
     clf = stats.get("chat_classifier") or {}
     scores = clf.get("scores") or {}
     aligner = HmmIbm1Config.best() if cfg.aligner == "best" else HmmIbm1Config.paper()
     text_min, video_min = cfg.min_counts()
     return {
-        "stats_table": _md_table(["quantity", "this build", "paper", "flag"],
-                                 [[k, _fmt(v["value"]), _fmt(v["paper"]), v["flag"] or ""] for k, v in q.items()]),
-        "drops_table": _md_table(["reason", "items"], [[k, v] for k, v in sorted(stats["drops"].items())])
-        if stats["drops"] else "No item was dropped.",
-        "counters_table": _md_table(["counter", "count"], [[k, v] for k, v in sorted(stats["counters"].items())])
-        if stats["counters"] else "No counter fired.",
-        "release_table": _md_table(["config", "split", "rows"],
-                                   [[c, s, n] for c, sp in stats["release"].items() for s, n in sp.items()]),
-        "models_table": _md_table(["model", "id"], [[k, v] for k, v in sorted(man["models"]["aligners"].items())])
+        **stats_tables(stats),
+        "models_table": md_table(["model", "id"], [[k, v] for k, v in sorted(man["models"]["aligners"].items())])
         if man["models"]["aligners"] else "No aligner was trained (no train-split pair).",
-        "classifier_table": _md_table(
+        "classifier_table": md_table(
             ["split", "precision", "recall", "F1"],
-            [[s, _fmt(round(100 * d["precision"], 2)), _fmt(round(100 * d["recall"], 2)), _fmt(round(100 * d["f1"], 2))]
+            [[s, fmt_value(round(100 * d["precision"], 2)), fmt_value(round(100 * d["recall"], 2)), fmt_value(round(100 * d["f1"], 2))]
              for s, d in scores.items() if isinstance(d, dict) and "f1" in d]) if scores else
         "No classifier was trained in this build (`classifier: none`, a supplied `--chat-model`, or no video input).",
         "chat_classifier": str(clf.get("name") or cfg.classifier),

@@ -15,15 +15,12 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
 from loading_scripts import sieve_swap as schema
@@ -32,7 +29,7 @@ from .. import __version__ as TOOLKIT_VERSION
 from ..core.config import to_dict
 from ..core.driver import BuildEmpty
 from ..core.orchestrate import BuildResult
-from ..core.shards import DROP_SCHEMA
+from ..release import git_commit, md_table, stats_tables, write_drops
 from .sieve_swap import pipelines, resolve_inputs  # noqa: F401  (the corpus interface)
 from .sieve_swap_config import SieveSwapConfig
 
@@ -131,21 +128,12 @@ def quantities(result: BuildResult, videos: list[dict[str, Any]], sample: bool) 
     return compare_with_paper(value, PAPER_QUANTITIES, cause)
 
 
-def _git_commit() -> str | None:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def manifest(result: BuildResult, cfg: SieveSwapConfig, info: dict[str, Any]) -> dict[str, Any]:
     from ..models.nlp import ContentLemmatizer
     from ..models.text_encoder import SentenceEncoder
 
     return {
-        "corpus": NAME, "toolkit_version": TOOLKIT_VERSION, "git_commit": _git_commit(),
+        "corpus": NAME, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
         "config": to_dict(cfg), "inputs": result.input_fingerprints, "sample": info["sample"],
         "models": {"sentence_encoder": SentenceEncoder(cfg.embedding_model).versions(),
                    "lemmatizer": ContentLemmatizer(cfg.spacy_model).versions()},
@@ -154,34 +142,11 @@ def manifest(result: BuildResult, cfg: SieveSwapConfig, info: dict[str, Any]) ->
     }
 
 
-def _md_table(header: list[str], rows: list[list[Any]]) -> str:
-    def cell(x: Any) -> str:
-        return str(x).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:,.2f}"
-    return f"{x:,}" if isinstance(x, int) else str(x)
-
-
 def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfig) -> dict[str, str]:
-    q = stats["quantities"]
     models = man["models"]
     return {
-        "stats_table": _md_table(["quantity", "this build", "paper", "flag"],
-                                 [[k, _fmt(v["value"]), _fmt(v["paper"]), v["flag"] or ""] for k, v in q.items()]),
-        "drops_table": _md_table(["reason", "items"], [[k, v] for k, v in sorted(stats["drops"].items())])
-        if stats["drops"] else "No item was dropped.",
-        "counters_table": _md_table(["counter", "count"], [[k, v] for k, v in sorted(stats["counters"].items())])
-        if stats["counters"] else "No counter fired.",
-        "models_table": _md_table(["role", "model / package", "version"],
+        **stats_tables(stats),
+        "models_table": md_table(["role", "model / package", "version"],
                                   [[role, k, v] for role, d in models.items() for k, v in d.items()]),
         "embedding_model": models["sentence_encoder"]["model_id"],
         "sim_threshold": str(cfg.sim_threshold), "iou_threshold": str(cfg.iou_threshold),
@@ -194,17 +159,7 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfi
                         if man["sample"] else "Built from the inputs listed in `manifest.json`."),
         "exclusions": ", ".join(f"`{Path(p).name}`" for p in cfg.exclude) or
                       "**none** (the paper removes YouCook2 videos, supp. E.1: pass `--exclude`)",
-        "release_table": _md_table(["config", "split", "rows"],
-                                   [[c, s, n] for c, sp in stats["release"].items() for s, n in sp.items()]),
     }
-
-
-def write_drops(path: Path, result: BuildResult) -> int:
-    table = pa.Table.from_pylist(list(result.drops()), schema=DROP_SCHEMA)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    return table.num_rows
 
 
 def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
