@@ -473,3 +473,26 @@ def write_drops(path: str | os.PathLike, result: Any) -> int:
     pq.write_table(table, tmp)
     os.replace(tmp, path)
     return table.num_rows
+
+
+def stage_release(out_dir: str | os.PathLike) -> Path:
+    """An empty hidden sibling ``.<name>.incomplete`` of ``out_dir`` to write a release into (see ``publish``)."""
+    import shutil
+
+    out_dir = Path(out_dir)
+    stage = out_dir.with_name(f".{out_dir.name}.incomplete")
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    return stage
+
+
+def publish(stage: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """Move a finished staged release into place, replacing an older release of the same name."""
+    import shutil
+
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(stage, out_dir)
+    return out_dir

@@ -311,13 +311,17 @@ class ChatFilter(Step):
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         if self.cfg.classifier == "none" or not any(True for _ in inputs.data.rows(["_key"])):
             return {"name": "none", "path": None}
+        from ..core.config import ConfigError
         from ..models.chat_classifier import ChatClassifier
 
-        if self.cfg.chat_model:
-            model = ChatClassifier.load(self.cfg.chat_model)
-            return {"name": model.name, "path": str(self.cfg.chat_model)}
-        model_path = train_chat_classifier(self.cfg, Path(inputs.work_dir))
-        return {"name": ChatClassifier.load(model_path).name, "path": str(model_path)}
+        try:
+            if self.cfg.chat_model:
+                model = ChatClassifier.load(self.cfg.chat_model)
+                return {"name": model.name, "path": str(self.cfg.chat_model)}
+            model_path = train_chat_classifier(self.cfg, Path(inputs.work_dir))
+            return {"name": ChatClassifier.load(model_path).name, "path": str(model_path)}
+        except ValueError as e:  # a bad model file, or training data without both labels / a validation split
+            raise ConfigError(f"chat/content classifier: {e}") from e
 
     def setup(self, state: Any) -> None:
         self.state = state

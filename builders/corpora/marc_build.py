@@ -12,7 +12,6 @@ Release layout (specs/marc.md §4, specs/releases.md §1)::
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import shutil
 import sys
@@ -29,7 +28,15 @@ from ..core.config import to_dict
 from ..core.driver import BuildEmpty
 from ..core.orchestrate import BuildResult
 from ..ops.alignment_products import multi_step_breakdowns, paraphrases
-from ..release import fmt_value, git_commit, md_table, stats_tables, write_drops
+from ..release import (
+    fmt_value,
+    git_commit,
+    md_table,
+    publish,
+    stage_release,
+    stats_tables,
+    write_drops,
+)
 from .marc import classifier_dir, pipelines, resolve_inputs  # noqa: F401  (the corpus interface)
 from .marc_config import MarcConfig
 
@@ -270,10 +277,7 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
     videos = _stage_rows(result, "videos")
     pairs = _stage_rows(result, "pairs")
     joint = _stage_rows(result, "dishes")
-    stage = out_dir.with_name(f".{out_dir.name}.incomplete")
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
+    stage = stage_release(out_dir)
 
     by_config: dict[str, dict[str, list[dict[str, Any]]]] = {c: {s: [] for s in SPLITS} for c in schema.CONFIG_FEATURES}
     for r in sorted(text + videos, key=lambda r: (r["dish_id"], r["modality"], r["recipe_id"])):
@@ -327,9 +331,7 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
     if not any(by_config["recipes"].values()):
         write_json_atomic(stage / "stats.json", stats)
         write_report(stage / "report.html", title="MARC build report", stats=stats, videos=[])
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(stage, out_dir)
+        publish(stage, out_dir)
         raise BuildEmpty(f"no recipe survived the pipeline; statistics are in {out_dir}/stats.json")
 
     splits = {c: [s for s in SPLITS if by_config[c][s]] for c in by_config}
@@ -346,7 +348,5 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
                  card=schema.CARD, title="MARC-style aligned recipe corpus", body=body)
     write_report(stage / "report.html", title="MARC build report", stats=stats, videos=report_videos)
     got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=schema.DEFAULT_CONFIG)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(stage, out_dir)
+    publish(stage, out_dir)
     return got

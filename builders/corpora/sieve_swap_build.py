@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
-import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -29,7 +27,14 @@ from .. import __version__ as TOOLKIT_VERSION
 from ..core.config import to_dict
 from ..core.driver import BuildEmpty
 from ..core.orchestrate import BuildResult
-from ..release import git_commit, md_table, stats_tables, write_drops
+from ..release import (
+    git_commit,
+    md_table,
+    publish,
+    stage_release,
+    stats_tables,
+    write_drops,
+)
 from .sieve_swap import pipelines, resolve_inputs  # noqa: F401  (the corpus interface)
 from .sieve_swap_config import SieveSwapConfig
 
@@ -169,10 +174,7 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
 
     out_dir = Path(out_dir)
     videos = list(result.outputs["videos"].rows())
-    stage = out_dir.with_name(f".{out_dir.name}.incomplete")
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
+    stage = stage_release(out_dir)
 
     stats: dict[str, Any] = {
         "corpus": NAME,
@@ -193,9 +195,7 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
     if not videos:
         write_json_atomic(stage / "stats.json", stats)
         write_report(stage / "report.html", title="Sieve & Swap build report", stats=stats, videos=[])
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(stage, out_dir)
+        publish(stage, out_dir)
         raise BuildEmpty(f"no video survived the pipeline; statistics are in {out_dir}/stats.json")
 
     recipes = recipe_rows(result, videos)
@@ -227,9 +227,7 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
     write_report(stage / "report.html", title="Sieve & Swap build report", stats=stats, videos=videos)
     got = gate(stage, features_by_config={c: schema.FEATURES[c] for c in splits}, splits_by_config=splits,
                default_config=schema.DEFAULT_CONFIG)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(stage, out_dir)
+    publish(stage, out_dir)
     return got
 
 
