@@ -1,4 +1,9 @@
-"""``python -m builders.build <corpus> [options]``: build a corpus release (bundled sample when no input is given)."""
+"""``python -m builders.build <corpus> [options]``: build a corpus release (bundled sample when no input is given).
+
+Exit codes: 0 built; 2 bad config, input or work directory (locked by another build, not ours to ``--fresh``);
+3 nothing survived (statistics written beside the last release, which is kept); 4 shards left unfinished by
+persistent transient failures (rerun to retry them); 5 a step's error drops exceed ``--max-error-rate``.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,19 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workers", type=int, default=1, help="worker processes / Ray actors (default: 1)")
     g.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
     g.add_argument("--limit", type=int, default=None, help="only the first N videos (trial builds)")
-    g.add_argument("--fresh", action="store_true", help="ignore and delete this corpus's caches first")
+    g.add_argument("--fresh", action="store_true",
+                   help="delete this corpus's caches first (only in a work directory the toolkit made)")
+    g.add_argument("--wait", action="store_true",
+                   help="if another build holds the work directory, wait for it instead of exiting")
+    g.add_argument("--gpus", type=int, default=None,
+                   help="GPUs to use for GPU steps (default: CUDA_VISIBLE_DEVICES / all visible)")
+    g.add_argument("--max-error-rate", dest="max_error_rate", type=float, default=0.01,
+                   help="fail a step whose rows failing with an error (step_error) exceed this share (default 0.01)")
+    g.add_argument("--retry-errors", dest="retry_errors", action="store_true",
+                   help="re-run the shards whose rows were dropped as step_error in an earlier build")
+    g.add_argument("--retries", type=int, default=3,
+                   help="retries of a transient failure (timeout, connection, CUDA OOM) before a shard is left "
+                        "unfinished (default 3)")
     g.add_argument("--shard-size", type=int, default=None, help="rows per work shard")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     g.add_argument("-q", "--quiet", action="store_true", help="no summary table")
@@ -52,16 +69,25 @@ def main(argv: list[str] | None = None) -> int:
     except CorpusNotBuilt as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from .core.driver import BuildEmpty, run_build
+    from .core.driver import run_build
+    from .core.errors import BuildIncomplete, ErrorRateExceeded
+    from .core.release_flow import BuildEmpty
+    from .core.workdir import WorkDirError
 
     try:
         summary = run_build(corpus, args)
-    except (ConfigError, FileNotFoundError) as e:
+    except (ConfigError, FileNotFoundError, WorkDirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except BuildEmpty as e:
         print(f"error: {e}", file=sys.stderr)
         return 3
+    except BuildIncomplete as e:
+        print(f"error: build incomplete: {e}", file=sys.stderr)
+        return 4
+    except ErrorRateExceeded as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 5
     if not args.quiet:
         print(summary)
     return 0

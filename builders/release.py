@@ -13,7 +13,7 @@ Publishing to the Hub is not done here.
 from __future__ import annotations
 
 import contextlib
-import json
+import hashlib
 import math
 import os
 import re
@@ -30,8 +30,12 @@ from datasets.table import embed_table_storage
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from .core.atomic import atomic_path, atomic_write_bytes, atomic_write_json
+
 __all__ = [
+    "FINGERPRINT_FIELD",
     "ReleaseGateError",
+    "config_fingerprint",
     "gate",
     "render_card",
     "shard_name",
@@ -52,14 +56,6 @@ class ReleaseGateError(RuntimeError):
 def shard_name(split: str, i: int, n: int) -> str:
     """Deterministic shard file name ``<split>-{i:05d}-of-{n:05d}.parquet`` (releases.md §1)."""
     return f"{split}-{i:05d}-of-{n:05d}.parquet"
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a hidden temp name in the same folder, then rename (releases.md §6)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp"
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _split_shards(folder: Path, split: str) -> dict[int, list[tuple[int, Path]]]:
@@ -223,6 +219,33 @@ def _check_layout(
             raise ValueError(f"config {cfg!r} needs distinct, non-empty splits, got {splits}")
 
 
+FINGERPRINT_FIELD = "description"
+"""The key of each ``configs:`` entry that carries the config's content fingerprint (see ``write_readme``)."""
+
+_FINGERPRINT_PREFIX = "sha256:"
+
+
+def config_fingerprint(root: str | os.PathLike, config: str, splits: list[str]) -> str:
+    """``sha256:<hex>`` over the shard files of ``config`` as they are on disk, read back from the files.
+
+    For each split in the given order and each of its shards in index order, the hash takes the shard's path
+    relative to ``root`` (``<config>/<split>-{i:05d}-of-{n:05d}.parquet``), its size and its bytes, so a changed
+    value, a renamed split or a different shard layout all give another fingerprint, and identical files the same one.
+    The shard set must be complete (``split_info`` checks it).
+    """
+    root = Path(root)
+    h = hashlib.sha256()
+    for split in splits:
+        split_info(root, config, split)  # raises ReleaseGateError on an incomplete shard set
+        ((_, shards),) = _split_shards(root / config, split).items()
+        for _, p in shards:
+            h.update(f"{config}/{p.name}\0{p.stat().st_size}\0".encode())
+            with open(p, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+    return _FINGERPRINT_PREFIX + h.hexdigest()
+
+
 def write_readme(
     root: str | os.PathLike,
     *,
@@ -239,6 +262,26 @@ def write_readme(
     ``<config>/<split>-*``, ``default: true`` on ``default_config``), ``DatasetInfosDict`` (features and split sizes
     from the files on disk, §5) and ``DatasetCardData``; ``size_categories`` from the total row count.
     The shards must be written first. Returns the README path.
+
+    **Content fingerprint.** Each ``configs:`` entry gets ``description: "sha256:<hex>"``, the
+    ``config_fingerprint`` of that config's shard files, read from disk. Why: ``datasets`` caches a local folder
+    under ``<cache>/<folder name>/<config_id>/<version>/<hash>``, and for a folder whose README has ``configs:`` none
+    of these depends on the files' contents. ``<hash>`` is ``Hasher.hash({"dataset_infos": ..., "builder_configs":
+    ...})`` in ``LocalDatasetModuleFactory.get_module`` (``datasets/load.py``). The ``builder_configs`` there
+    come from ``create_builder_configs_from_metadata_configs`` (same file) and hold the README's glob patterns
+    (``DataFilesPatternsDict``), not the resolved files or their mtimes. ``dataset_infos`` is the README's
+    ``dataset_info`` (features, split names, ``num_examples``, ``num_bytes``). ``<config_id>`` is
+    ``BuilderConfig.create_config_id`` (``datasets/builder.py``), which is just the config name when no config kwargs
+    are passed. So a rebuild with new values but the same schema and row counts gets the same cache path, and a warm
+    cache returns the old rows. ``create_builder_configs_from_metadata_configs`` passes every ``configs:`` key that is
+    an attribute of the builder's config class into that class. ``description`` is a field of
+    ``datasets.BuilderConfig``, so it becomes ``ParquetConfig.description`` and goes into ``builder_configs``, and so
+    into ``<hash>``. New contents therefore give a new cache folder, and identical files give the same README bytes, so
+    the cache is reused. The key is stored as a ``configs:`` item, which ``DatasetCardData`` keeps (extra card keys are
+    kept as attributes). Extra builder parameters in ``configs:`` entries (e.g. ``sep`` for CSV) are allowed by the
+    Hub's card metadata, and ``description`` is a valid parameter of every builder config.
+    ``dataset_info`` is not used for this, because ``DatasetInfo._to_yaml_dict`` writes only
+    ``config_name``, sizes, ``features`` and ``splits``.
     """
     _check_layout(features_by_config, splits_by_config, default_config)
     root = Path(root)
@@ -249,8 +292,9 @@ def write_readme(
         entry: dict[str, Any] = {"data_files": [{"split": s, "path": f"{cfg}/{s}-*"} for s in splits]}
         if cfg == default_config:
             entry["default"] = True
-        configs[cfg] = entry
         sis = {s: split_info(root, cfg, s) for s in splits}
+        entry[FINGERPRINT_FIELD] = config_fingerprint(root, cfg, splits)
+        configs[cfg] = entry
         total += sum(si.num_examples for si in sis.values())
         infos[cfg] = DatasetInfo(features=features_by_config[cfg], splits=SplitDict(sis))
     card_fields = dict(card)
@@ -260,7 +304,7 @@ def write_readme(
     DatasetInfosDict(infos).to_dataset_card_data(cd)
     content = DatasetCard(f"---\n{cd.to_yaml()}\n---\n\n# {title}\n\n{body.strip()}\n").content
     path = root / "README.md"
-    _atomic_write_bytes(path, content.encode("utf-8"))
+    atomic_write_bytes(path, content.encode("utf-8"))
     return path
 
 
@@ -404,10 +448,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
 
     Used for ``stats.json`` and ``manifest.json``. Numpy scalars/arrays, sets and paths are converted.
     """
-    path = Path(path)
-    text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, default=_json_default) + "\n"
-    _atomic_write_bytes(path, text.encode("utf-8"))
-    return path
+    return atomic_write_json(path, obj, sort_keys=True, indent=2, ensure_ascii=False, default=_json_default)
 
 
 # ------------------------------------------------------------------------------- shared by the corpus releases
@@ -469,9 +510,8 @@ def write_drops(path: str | os.PathLike, result: Any) -> int:
 
     path = Path(path)
     table = pa.Table.from_pylist(list(result.drops()), schema=DROP_SCHEMA)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
     return table.num_rows
 
 
@@ -487,12 +527,44 @@ def stage_release(out_dir: str | os.PathLike) -> Path:
     return stage
 
 
-def publish(stage: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
-    """Move a finished staged release into place, replacing an older release of the same name."""
+def _remove(path: Path) -> None:
     import shutil
 
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(stage, out_dir)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def publish(stage: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """Move a finished staged release into place, replacing an older release of the same name.
+
+    The old release is kept until the new one is in place: ``out_dir`` is renamed to the hidden sibling
+    ``.<name>.old`` (a leftover of that name is removed first), ``stage`` is renamed to ``out_dir``, and only then the
+    old release is deleted. If the second rename fails, the old release is renamed back to ``out_dir`` and the error
+    is raised. So ``out_dir`` holds the old or the new release at every point except the moment between the two renames.
+    A failure to delete the old copy at the end only warns, because the new release is already in place. The next
+    ``publish`` removes what is left.
+    """
+    import warnings
+
+    stage, out_dir = Path(stage), Path(out_dir)
+    old = out_dir.with_name(f".{out_dir.name}.old")
+    if old.exists() or old.is_symlink():
+        _remove(old)
+    had_old = out_dir.exists() or out_dir.is_symlink()
+    if had_old:
+        os.replace(out_dir, old)
+    try:
+        os.replace(stage, out_dir)
+    except BaseException:
+        if had_old:
+            os.replace(old, out_dir)
+        raise
+    if had_old:
+        try:
+            _remove(old)
+        except OSError as e:
+            warnings.warn(f"published {out_dir}, but could not delete the previous release at {old}: {e}",
+                          RuntimeWarning, stacklevel=2)
     return out_dir

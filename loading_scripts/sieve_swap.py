@@ -155,7 +155,7 @@ def to_yc2_format(rows: Iterable[Mapping[str, Any]], raw: bool = False) -> dict[
     """
     tokenize = None
     if not raw:
-        from builders.ops.text import ptb_tokenize
+        from .ptb import ptb_tokenize
 
         tokenize = ptb_tokenize
 

@@ -4,7 +4,14 @@ import pytest
 from datasets import load_dataset
 from huggingface_hub import DatasetCard
 
-from builders.release import ReleaseGateError, gate, render_card, split_info, write_readme, write_split
+from builders.release import (
+    ReleaseGateError,
+    gate,
+    render_card,
+    split_info,
+    write_readme,
+    write_split,
+)
 from loading_scripts import sieve_swap as schema
 
 
@@ -142,3 +149,84 @@ def test_to_yc2_format_reads_a_loaded_release(tmp_path, monkeypatch):
     assert out["vid00000000"] == {"duration": 120.5, "timestamps": [[1.0, 4.5]],
                                   "sentences": [["mix the flour and sugar .", "stir in sugar ."]]}
     assert schema.to_yc2_format(train, raw=True)["vid00000004"]["sentences"] == ["now mix the flour and the sugar"]
+
+
+# ------------------------------------------------------------------------------------------- publish, write_drops
+
+
+def _release_dir(path, text):
+    path.mkdir(parents=True)
+    (path / "README.md").write_text(text)
+    (path / "default").mkdir()
+    (path / "default" / "train-00000-of-00001.parquet").write_text(text)
+    return path
+
+
+def test_publish_replaces_the_old_release_and_leaves_no_hidden_leftovers(tmp_path):
+    from builders.release import publish, stage_release
+
+    out = _release_dir(tmp_path / "sieve_swap", "old")
+    (tmp_path / ".sieve_swap.old").mkdir()  # a leftover of an interrupted earlier publish
+    (tmp_path / ".sieve_swap.old" / "junk").write_text("x")
+    stage = stage_release(out)
+    assert stage == tmp_path / ".sieve_swap.incomplete"
+    (stage / "README.md").write_text("new")
+    assert publish(stage, out) == out
+    assert (out / "README.md").read_text() == "new" and not (out / "default").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sieve_swap"]
+
+
+def test_publish_into_an_empty_place(tmp_path):
+    from builders.release import publish, stage_release
+
+    stage = stage_release(tmp_path / "marc")
+    (stage / "README.md").write_text("first")
+    publish(stage, tmp_path / "marc")
+    assert (tmp_path / "marc" / "README.md").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["marc"]
+
+
+def test_publish_keeps_the_old_release_when_the_new_one_cannot_be_moved_in(tmp_path, monkeypatch):
+    import os
+
+    from builders.release import publish, stage_release
+
+    out = _release_dir(tmp_path / "sieve_swap", "old")
+    stage = stage_release(out)
+    (stage / "README.md").write_text("new")
+    real_replace = os.replace
+    calls = []
+
+    def failing_replace(src, dst, *a, **kw):
+        calls.append((os.fspath(src), os.fspath(dst)))
+        if os.fspath(src) == os.fspath(stage):
+            # the old release has been moved aside at this point: it must not be gone
+            assert (tmp_path / ".sieve_swap.old" / "README.md").read_text() == "old"
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst, *a, **kw)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="No space left"):
+        publish(stage, out)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert (os.fspath(stage), os.fspath(out)) in calls
+    assert (out / "README.md").read_text() == "old"
+    assert (out / "default" / "train-00000-of-00001.parquet").read_text() == "old"
+    assert not (tmp_path / ".sieve_swap.old").exists()
+    assert (stage / "README.md").read_text() == "new"  # the finished stage is kept for a retry
+
+
+def test_write_drops_writes_atomically(tmp_path):
+    import pyarrow.parquet as pq
+
+    from builders.core.records import DROP_FIELDS
+    from builders.release import write_drops
+
+    class Result:
+        def drops(self):
+            return [{f: f"{f}-{i}" for f in DROP_FIELDS} for i in range(3)]
+
+    path = tmp_path / "drops.parquet"
+    assert write_drops(path, Result()) == 3
+    assert pq.read_table(path).column_names == list(DROP_FIELDS)
+    assert [p.name for p in tmp_path.iterdir()] == ["drops.parquet"]

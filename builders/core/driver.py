@@ -1,21 +1,19 @@
-"""The generic build flow behind ``python -m builders.build``: config -> inputs -> pipelines -> release -> summary."""
+"""The generic build flow behind ``python -m builders.build``: config -> inputs -> lock -> pipelines -> release ->
+summary."""
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from . import workdir
 from .config import apply_overrides, parse_sets, read_config_file
 from .orchestrate import BuildResult, run_pipelines
-from .runners import make_runner
-
-
-class BuildEmpty(RuntimeError):
-    """Nothing survived the pipelines: statistics are written, no release (the build exits non-zero)."""
+from .release_flow import BuildEmpty  # noqa: F401  (re-exported: the CLI maps it to exit 3)
+from .runners import ExecPolicy, make_runner
 
 
 def resolve_config(corpus: ModuleType, args: argparse.Namespace) -> Any:
@@ -35,23 +33,28 @@ def run_build(corpus: ModuleType, args: argparse.Namespace) -> str:
     cfg, sample = corpus.resolve_inputs(cfg)
     out_root = Path(args.out)
     work_dir = Path(args.work_dir) if args.work_dir else out_root / ".work" / corpus.NAME
-    if args.fresh and work_dir.exists():
-        shutil.rmtree(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    shard_size = args.shard_size or corpus.DEFAULT_SHARD_SIZE
-    runner = make_runner(args.engine, args.workers, args.ray_address)
-    t0 = time.perf_counter()
-    try:
-        result = run_pipelines(corpus.pipelines(cfg, shard_size), work_dir, runner,
-                               progress=not args.no_progress)
-    finally:
-        runner.close()
-    build_seconds = time.perf_counter() - t0
-    info = {"sample": sample, "engine": args.engine, "workers": args.workers, "shard_size": shard_size,
-            "build_seconds": round(build_seconds, 2), "work_dir": str(work_dir)}
-    t1 = time.perf_counter()
-    release = corpus.release(result, cfg, out_root / corpus.NAME, info)
-    release_seconds = time.perf_counter() - t1
+    rate = getattr(args, "max_error_rate", 0.01)
+    if rate is not None and not 0 <= rate <= 1:
+        raise workdir.WorkDirError(f"--max-error-rate must be within [0, 1], got {rate}")
+    workdir.prepare(work_dir, corpus.NAME)
+    with workdir.WorkDirLock(work_dir, wait=getattr(args, "wait", False)):
+        if args.fresh:
+            workdir.fresh(work_dir, protect=[Path.cwd(), out_root / corpus.NAME])
+        shard_size = args.shard_size or corpus.DEFAULT_SHARD_SIZE
+        policy = ExecPolicy(retries=getattr(args, "retries", 3), retry_errors=getattr(args, "retry_errors", False))
+        runner = make_runner(args.engine, args.workers, args.ray_address, getattr(args, "gpus", None))
+        t0 = time.perf_counter()
+        try:
+            result = run_pipelines(corpus.pipelines(cfg, shard_size), work_dir, runner,
+                                   progress=not args.no_progress, policy=policy, max_error_rate=rate)
+        finally:
+            runner.close()
+        build_seconds = time.perf_counter() - t0
+        info = {"sample": sample, "engine": args.engine, "workers": args.workers, "shard_size": shard_size,
+                "build_seconds": round(build_seconds, 2), "work_dir": str(work_dir)}
+        t1 = time.perf_counter()
+        release = corpus.release(result, cfg, out_root / corpus.NAME, info)
+        release_seconds = time.perf_counter() - t1
     return format_summary(corpus.NAME, result, release, build_seconds, release_seconds, out_root / corpus.NAME)
 
 
@@ -62,8 +65,9 @@ def format_summary(name: str, result: BuildResult, release: dict[str, dict[str, 
     lines = []
     for step, st in result.steps.items():
         dropped = ", ".join(f"{k}: {v}" for k, v in sorted(st.dropped.items())) or "-"
+        cached = f"{st.cached_shards}/{st.shards}" + (" +fit" if st.fit == "cached" else "")
         lines.append((f"{st.pipeline}/{step}", str(st.rows_in), str(st.kept), dropped,
-                      f"{st.wall_seconds:.1f}", f"{st.cached_shards}/{st.shards}"))
+                      f"{st.wall_seconds:.1f}", cached))
     widths = [max(len(r[i]) for r in [head, *lines]) for i in range(len(head))]
     widths[3] = min(widths[3], 70)
 

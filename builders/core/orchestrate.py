@@ -1,13 +1,18 @@
-"""Run pipelines stage by stage with per-shard caching, resume and statistics.
+"""Run pipelines stage by stage with exact per-shard caching, global stages, resume and statistics.
 
 Work layout (``work_dir``)::
 
     <pipeline>/00_<source>-<fp12>/part-00000.{parquet,drops.parquet,stats.json}   + _complete.json
     <pipeline>/01_<step>-<fp12>/part-00000.{...}
+    <pipeline>/02_<global step>-<fp12>/_fit/{state.json, artefacts/, _complete.json}   + its shards
+    cache/                               fingerprint memo, embedding and request caches
 
-A stage's fingerprint chains the previous stage's fingerprint with the step's name, version and config (and the
-fingerprints of its side inputs); a source's fingerprint hashes its input files. A rerun skips every shard whose
-``stats.json`` exists, so a killed build resumes at the first missing shard (specs/sieve_swap.md §3.7).
+A stage's fingerprint chains the previous stage's fingerprint with the step's name, version and config, the content
+fingerprints of the files it declares (``input_paths``) and those of the pipelines it reads (``side_inputs``); a
+source's fingerprint hashes its input files. Each shard records the digest of the input shard it was computed from, so
+a rerun skips exactly the shards whose input is unchanged and a killed build resumes at the first missing shard
+(specs/sieve_swap.md §3.7). A global stage's ``fit`` runs once per (fingerprint, input digests), writes its artefacts
+to its own stage folder and hands later steps a small JSON state that names them.
 """
 
 from __future__ import annotations
@@ -22,10 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__ as TOOLKIT_VERSION
-from .fingerprint import file_fingerprint, hash_obj
+from .errors import BuildIncomplete, ErrorRateExceeded
+from .fingerprint import FingerprintMemo, file_fingerprint, hash_obj
 from .records import Count, Drop
-from .shards import StageData, shard_done, read_stats, write_json_file, write_shard
-from .step import FitInputs, Pipeline, Source
+from .runners import STEP_ERROR, ExecPolicy, StageTask
+from .shards import StageData, read_stats, write_json_file, write_shard
+from .step import FitInputs, Pipeline, Source, Step
+
+ARTEFACTS_KEY = "_artefacts"
 
 
 @dataclass
@@ -33,25 +42,41 @@ class StepStats:
     pipeline: str
     rows_in: int = 0
     kept: int = 0
+    added: int = 0                # rows added by a fan-out step (rows in + added = kept + dropped)
     dropped: Counter = field(default_factory=Counter)
     counters: Counter = field(default_factory=Counter)
     seconds: float = 0.0          # compute time recorded in the shards (including earlier runs)
     wall_seconds: float = 0.0     # time spent in this run
     shards: int = 0
     cached_shards: int = 0
+    fit: str = ""                 # global stage: "ran" or "cached"
 
     def add(self, s: dict[str, Any]) -> None:
         self.rows_in += int(s["rows_in"])
         self.kept += int(s["kept"])
+        self.added += int(s.get("added", 0))
         self.dropped.update(s.get("dropped", {}))
         self.counters.update(s.get("counters", {}))
         self.seconds += float(s.get("seconds", 0.0))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pipeline": self.pipeline, "rows_in": self.rows_in, "kept": self.kept,
-                "dropped": dict(sorted(self.dropped.items())), "counters": dict(sorted(self.counters.items())),
-                "seconds": round(self.seconds, 3), "wall_seconds": round(self.wall_seconds, 3),
-                "shards": self.shards, "cached_shards": self.cached_shards}
+        d = {"pipeline": self.pipeline, "rows_in": self.rows_in, "kept": self.kept,
+             "dropped": dict(sorted(self.dropped.items())), "counters": dict(sorted(self.counters.items())),
+             "seconds": round(self.seconds, 3), "wall_seconds": round(self.wall_seconds, 3),
+             "shards": self.shards, "cached_shards": self.cached_shards}
+        if self.added:
+            d["added"] = self.added
+        if self.fit:
+            d["fit"] = self.fit
+        return d
+
+
+@dataclass
+class FitRecord:
+    """What a global stage left: its JSON state and its artefact folder (the release reads artefacts from here)."""
+
+    state: Any
+    artefact_dir: Path
 
 
 @dataclass
@@ -60,6 +85,13 @@ class BuildResult:
     stage_dirs: list[tuple[str, StageData]]
     steps: dict[str, StepStats]
     input_fingerprints: dict[str, Any]
+    fits: dict[str, FitRecord] = field(default_factory=dict)
+
+    def stage(self, name: str) -> StageData:
+        for stage, data in self.stage_dirs:
+            if stage == name:
+                return data
+        raise KeyError(f"no stage named {name!r}")
 
     def drops(self):
         for _, data in self.stage_dirs:
@@ -86,7 +118,7 @@ def _progress(total: int, desc: str, enabled: bool):
 
 
 def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress: bool) -> int:
-    """Read the source into shards of ``pipeline.shard_size`` rows; returns the shard count."""
+    """List the source into shards of ``pipeline.shard_size`` items; returns the shard count."""
     marker = stage_dir / "_complete.json"
     if marker.exists():
         n = json.loads(marker.read_text())["shards"]
@@ -109,8 +141,7 @@ def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress:
         nonlocal n, rows, drops, counters, records_in, t0
         shard_stats = {"rows_in": records_in, "kept": len(rows), "dropped": dict(Counter(d.reason for d in drops)),
                        "counters": dict(counters), "seconds": round(time.perf_counter() - t0, 4)}
-        write_shard(stage_dir, n, rows, drops, shard_stats)
-        stats.add(shard_stats)
+        stats.add(write_shard(stage_dir, n, rows, drops, shard_stats))
         n += 1
         rows, drops, counters, records_in = [], [], Counter(), 0
         t0 = time.perf_counter()
@@ -135,25 +166,113 @@ def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress:
     return n
 
 
-def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress: bool = True,
-                  log=print) -> BuildResult:
-    """Run ``pipelines`` in order (a step may read the final output of an earlier pipeline)."""
+def data_digest(data: StageData) -> str:
+    """The content digest of a complete stage: the digests of its shards, in order."""
+    return hash_obj([read_stats(data.dir, i).get("digest", "") for i in range(data.n)])
+
+
+def _run_fit(step: Step, data: StageData, side: dict[str, StageData], out_dir: Path, work_dir: Path, runner,
+             st: StepStats) -> FitRecord:
+    """A global stage's ``fit``: cached in ``<stage>/_fit`` under the digests of its inputs, artefacts by path."""
+    fit_dir = out_dir / "_fit"
+    artefacts = fit_dir / "artefacts"
+    key = hash_obj(data_digest(data), {s: data_digest(d) for s, d in sorted(side.items())})
+    marker = fit_dir / "_complete.json"
+    if marker.exists() and json.loads(marker.read_text(encoding="utf-8")).get("key") == key:
+        st.fit = "cached"
+    else:
+        if fit_dir.exists():
+            shutil.rmtree(fit_dir)
+        artefacts.mkdir(parents=True)
+        t0 = time.perf_counter()
+        text = state_json(step, runner.run_fit(step, FitInputs(data, side, artefacts, work_dir / "cache")))
+        (fit_dir / "state.json").write_text(text, encoding="utf-8")
+        write_json_file(marker, {"key": key, "seconds": round(time.perf_counter() - t0, 4)})
+        st.fit = "ran"
+        st.wall_seconds += time.perf_counter() - t0
+    state = with_artefacts(json.loads((fit_dir / "state.json").read_text(encoding="utf-8")), artefacts)
+    st.seconds += float(json.loads(marker.read_text(encoding="utf-8")).get("seconds", 0.0))
+    return FitRecord(state, artefacts)
+
+
+def state_json(step: Step, state: Any) -> str:
+    """A fitted state as JSON: it must be small and plain (models and tables go to the artefact folder)."""
+    try:
+        return json.dumps(state, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{type(step).__name__}.fit must return a JSON-serialisable state (write models and "
+                        f"tables under inputs.artefact_dir and return their names): {e}") from e
+
+
+def with_artefacts(state: Any, artefacts: Path) -> Any:
+    """The state as workers see it: a dict state also names its artefact folder (``_artefacts``)."""
+    return {**state, ARTEFACTS_KEY: str(artefacts)} if isinstance(state, dict) else state
+
+
+def fit_locally(step: Step, inputs: FitInputs) -> Any:
+    """Run a global stage's ``fit`` in this process and return its state exactly as workers receive it (a JSON round
+    trip plus the artefact folder): for tests and tools that drive one step by hand."""
+    artefacts = Path(inputs.artefact_dir if inputs.artefact_dir is not None else inputs.cache_dir)
+    artefacts.mkdir(parents=True, exist_ok=True)
+    inputs.artefact_dir = artefacts
+    return with_artefacts(json.loads(state_json(step, step.fit(inputs))), artefacts)
+
+
+def _segments(steps: list[Step]) -> list[list[int]]:
+    """Step indices grouped into runs that can stream shard by shard: a global stage starts a new run."""
+    out: list[list[int]] = []
+    for k, step in enumerate(steps):
+        if not out or step.is_global:
+            out.append([k])
+        else:
+            out[-1].append(k)
+    return out
+
+
+def _check_error_rate(step: Step, st: StepStats, data: StageData, rate: float | None) -> None:
+    n_err = st.dropped.get(STEP_ERROR, 0)
+    if rate is None or not n_err or n_err <= rate * max(st.rows_in, 1):
+        return
+    examples = [d for d in data.drops() if d["reason"] == STEP_ERROR][:3]
+    detail = "; ".join(f"{d['item_id']}: {d['detail']}" for d in examples)
+    raise ErrorRateExceeded(
+        f"step {step.name!r}: {n_err} of {st.rows_in} rows ({n_err / max(st.rows_in, 1):.1%}) failed with an error "
+        f"(step_error), above --max-error-rate {rate:g}; e.g. {detail}. Fix the cause and rerun with --retry-errors "
+        "(or raise --max-error-rate to accept the drops)")
+
+
+def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress: bool = True, log=print,
+                  policy: ExecPolicy | None = None, max_error_rate: float | None = None) -> BuildResult:
+    """Run ``pipelines`` in order (a source or step may read the final output of an earlier pipeline)."""
+    policy = policy or ExecPolicy()
     work_dir = Path(work_dir)
+    (work_dir / "cache").mkdir(parents=True, exist_ok=True)
+    memo = FingerprintMemo(work_dir / "cache" / "fingerprints.sqlite")
     outputs: dict[str, StageData] = {}
     output_fps: dict[str, str] = {}
     stage_dirs: list[tuple[str, StageData]] = []
     all_stats: dict[str, StepStats] = {}
     input_fps: dict[str, Any] = {}
+    fits: dict[str, FitRecord] = {}
+
+    def side_key(names: tuple[str, ...], who: str) -> dict[str, str]:
+        missing = [s for s in names if s not in outputs]
+        if missing:
+            raise ValueError(f"{who} needs pipeline(s) {missing} to run before it")
+        return {s: hash_obj(output_fps[s], data_digest(outputs[s])) for s in names}
+
+    def inputs_of(stage: str, obj: Source | Step) -> list[str]:
+        fps = [file_fingerprint(p, memo=memo) for p in obj.input_paths()]
+        if fps:
+            input_fps[stage] = fps
+        return [f["sha256"] for f in fps]
+
     for pipe in pipelines:
         src: Source = pipe.source
-        missing = [s for s in src.side_inputs if s not in outputs]
-        if missing:
-            raise ValueError(f"source {src.name!r} needs pipeline(s) {missing} to run before {pipe.name!r}")
+        sides = side_key(src.side_inputs, f"source {src.name!r} of {pipe.name!r}")
         src.side = {s: outputs[s] for s in src.side_inputs}
-        fps = [file_fingerprint(p) for p in src.input_paths()]
-        input_fps[src.name] = fps
-        fp = hash_obj("source", src.name, src.version, src.cache_config(), [f["sha256"] for f in fps],
-                      pipe.shard_size, TOOLKIT_VERSION, {s: output_fps[s] for s in src.side_inputs})
+        fp = hash_obj("source", src.name, src.version, src.cache_config(), inputs_of(src.name, src),
+                      pipe.shard_size, TOOLKIT_VERSION, sides)
         stage_dir = work_dir / pipe.name / f"00_{src.name}-{fp[:12]}"
         st = all_stats.setdefault(src.name, StepStats(pipe.name))
         t0 = time.perf_counter()
@@ -161,39 +280,52 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
         st.wall_seconds = time.perf_counter() - t0
         data = StageData(stage_dir, n)
         stage_dirs.append((src.name, data))
-        for k, step in enumerate(pipe.steps, start=1):
-            if step.name in all_stats:
-                raise ValueError(f"duplicate stage name {step.name!r}")
-            missing = [s for s in step.side_inputs if s not in outputs]
-            if missing:
-                raise ValueError(f"step {step.name!r} needs pipeline(s) {missing} to run before {pipe.name!r}")
-            fp = hash_obj("step", fp, step.name, step.version, step.cache_config(),
-                          {s: output_fps[s] for s in step.side_inputs}, TOOLKIT_VERSION)
-            out_dir = work_dir / pipe.name / f"{k:02d}_{step.name}-{fp[:12]}"
-            st = all_stats.setdefault(step.name, StepStats(pipe.name))
-            st.shards = n
-            t0 = time.perf_counter()
-            todo = [i for i in range(n) if not shard_done(out_dir, i)]
-            for i in range(n):
-                if i not in todo:
-                    st.add(read_stats(out_dir, i))
-            st.cached_shards = n - len(todo)
-            if todo:
+        for seg in _segments(pipe.steps):
+            tasks: list[StageTask] = []
+            stats_of: list[StepStats] = []
+            datas: list[StageData] = []
+            for k in seg:
+                step = pipe.steps[k]
+                if step.name in all_stats:
+                    raise ValueError(f"duplicate stage name {step.name!r}")
+                sides = side_key(step.side_inputs, f"step {step.name!r} of {pipe.name!r}")
+                fp = hash_obj("step", fp, step.name, step.version, step.cache_config(), sides,
+                              inputs_of(step.name, step), TOOLKIT_VERSION)
+                out_dir = work_dir / pipe.name / f"{k + 1:02d}_{step.name}-{fp[:12]}"
                 out_dir.mkdir(parents=True, exist_ok=True)
-                fit_t0 = time.perf_counter()
-                state = step.fit(FitInputs(data, {s: outputs[s] for s in step.side_inputs}, work_dir))
-                st.seconds += time.perf_counter() - fit_t0
-                with _progress(n, f"{pipe.name}: {step.name}", progress) as bar:
-                    bar.update(n - len(todo))
+                st = all_stats.setdefault(step.name, StepStats(pipe.name, shards=n))
+                state = None
+                if step.is_global:
+                    rec = _run_fit(step, data, {s: outputs[s] for s in step.side_inputs}, out_dir, work_dir,
+                                   runner, st)
+                    fits[step.name] = rec
+                    state = rec.state
+                tasks.append(StageTask(step, state, data.dir, out_dir, policy))
+                stats_of.append(st)
+                data = StageData(out_dir, n)
+                datas.append(data)
+                stage_dirs.append((step.name, data))
+            failures: list[tuple[str, int, str]] = []
+            names = "+".join(pipe.steps[k].name for k in seg)
+            with _progress(n * len(seg), f"{pipe.name}: {names}", progress) as bar:
+                def done(k: int, i: int, s: dict[str, Any], cached: bool, _bar=bar) -> None:
+                    stats_of[k].add(s)
+                    stats_of[k].cached_shards += int(cached)
+                    if not cached:
+                        stats_of[k].wall_seconds += float(s.get("seconds", 0.0))
+                    _bar.update(1)
 
-                    def done(i: int, s: dict[str, Any], _st=st, _bar=bar) -> None:
-                        _st.add(s)
-                        _bar.update(1)
+                def fail(k: int, i: int, why: str) -> None:
+                    failures.append((tasks[k].step.name, i, why))
 
-                    runner.map_shards(step, state, data.dir, out_dir, todo, done)
-            st.wall_seconds = time.perf_counter() - t0
-            data = StageData(out_dir, n)
-            stage_dirs.append((step.name, data))
+                runner.run_segment(tasks, n, done, fail)
+            if failures:
+                lines = "; ".join(f"{name} shard {i}: {why}" for name, i, why in failures[:10])
+                raise BuildIncomplete(f"{len(failures)} shard(s) left unfinished after retries (transient failures; "
+                                      f"nothing was cached for them, rerun to retry): {lines}")
+            for k, st, d in zip(seg, stats_of, datas):
+                _check_error_rate(pipe.steps[k], st, d, max_error_rate)
         outputs[pipe.name] = data
         output_fps[pipe.name] = fp
-    return BuildResult(outputs, stage_dirs, all_stats, input_fps)
+    memo.close()
+    return BuildResult(outputs, stage_dirs, all_stats, input_fps, fits)

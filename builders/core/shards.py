@@ -3,50 +3,71 @@
 A finished shard ``part-00003`` of a stage is three files: ``part-00003.parquet`` (kept rows),
 ``part-00003.drops.parquet`` and ``part-00003.stats.json``, the last written last, so its presence marks the
 shard complete (a killed build leaves no half shard behind: files are written to hidden temp names, then renamed).
+
+``stats.json`` records the shard's ``digest`` (sha256 of its rows file) and the ``input_digest`` of the shard it was
+computed from: a shard is done only while its input is the one it was computed from, so redoing an upstream shard
+(``--retry-errors``, a transient failure) redoes exactly the downstream shards of the same index.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .atomic import atomic_path, atomic_write_text
 from .records import DROP_FIELDS, Drop, Row
 
 DROP_SCHEMA = pa.schema([(f, pa.string()) for f in DROP_FIELDS])
 
 
-def _atomic_parquet(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+def _atomic_parquet(table: pa.Table, path: Path) -> str:
+    """Write ``table`` under a hidden temp name, rename it into place; returns the sha256 of the file."""
+    h = hashlib.sha256()
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 def write_json_file(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, sort_keys=True, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, sort_keys=True, indent=1, default=str))
 
 
 def shard_name(i: int) -> str:
     return f"part-{i:05d}"
 
 
-def write_shard(stage_dir: Path, i: int, rows: list[Row], drops: list[Drop], stats: dict[str, Any]) -> None:
+def write_shard(stage_dir: Path, i: int, rows: list[Row], drops: list[Drop], stats: dict[str, Any],
+                input_digest: str = "") -> dict[str, Any]:
+    """Write shard ``i`` (rows, drops, then stats with ``digest`` and ``input_digest``); returns the stats."""
     stage_dir.mkdir(parents=True, exist_ok=True)
     base = stage_dir / shard_name(i)
-    _atomic_parquet(pa.Table.from_pylist(rows) if rows else pa.table({}), base.with_suffix(".parquet"))
+    digest = _atomic_parquet(pa.Table.from_pylist(rows) if rows else pa.table({}), base.with_suffix(".parquet"))
     dtable = pa.Table.from_pylist([d.as_dict() for d in drops], schema=DROP_SCHEMA)
     _atomic_parquet(dtable, Path(f"{base}.drops.parquet"))
+    stats = {**stats, "digest": digest, "input_digest": input_digest}
     write_json_file(Path(f"{base}.stats.json"), stats)
+    return stats
 
 
-def shard_done(stage_dir: Path, i: int) -> bool:
-    return (stage_dir / f"{shard_name(i)}.stats.json").exists()
+def shard_done(stage_dir: Path, i: int, input_digest: str | None = None) -> bool:
+    """Shard ``i`` is finished (and, when ``input_digest`` is given, was computed from that input)."""
+    path = stage_dir / f"{shard_name(i)}.stats.json"
+    if not path.exists():
+        return False
+    if input_digest is None:
+        return True
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("input_digest") == input_digest
+    except (OSError, ValueError):
+        return False
 
 
 def read_rows(stage_dir: Path, i: int, columns: list[str] | None = None) -> list[Row]:

@@ -1,17 +1,21 @@
-"""The two building blocks of a pipeline: a :class:`Source` that reads raw inputs into rows, and a :class:`Step`
+"""The building blocks of a pipeline: a :class:`Source` that lists raw inputs as cheap work items, and a :class:`Step`
 that maps a batch of rows to kept rows, drops and counters (ARCHITECTURE.md "How data flows").
 
-A step is pure given its input rows, its config and its fitted state, so its output is cached per shard under
-(input fingerprint, step name, step version, config). Steps never know which runner executes them.
+A step is pure given its input rows, its config, the files it declares (:meth:`Step.input_paths`, fingerprinted by
+content) and its fitted artefact, so its output is cached per shard under (input fingerprint, step name, step version,
+config, input files). Steps never know which runner executes them.
 
 Lifecycle, on any runner::
 
-    state = step.fit(inputs)          # optional, once, on the driver: global statistics over the whole input
-    step.setup(state)                 # once per worker / Ray actor: load models, keep the state
+    state = step.fit(inputs)          # a *global stage* (only when overridden): once, over the whole input, with the
+                                      # step's resources; writes its artefacts under inputs.artefact_dir and returns a
+                                      # small JSON-able state (paths, numbers), cached under the stage's fingerprint
+    step.setup(state)                 # once per worker / Ray actor: load models and artefacts BY PATH from the state
     step.process(rows, out)           # per shard: out.keep(row) / out.drop(id, reason, detail) / out.count(name)
+    step.teardown()                   # once per worker when the stage is done: free models (GPU memory)
 
 To add a stage: subclass Step, set ``name``/``version``/``config_keys``, implement ``process`` (and ``fit`` when it
-needs the whole input), and add an instance to the corpus's pipeline list.
+needs the whole input, ``input_paths`` when it reads files), and add an instance to the corpus's pipeline list.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from .shards import StageData
 
 @dataclass
 class FitInputs:
-    """What ``Step.fit`` may read: the step's complete input and the final outputs of other pipelines."""
+    """What ``Step.fit`` may read: the step's complete input, the final outputs of other pipelines, its own artefact
+    folder (everything it writes goes there) and the build's shared cache folder (request / embedding caches)."""
 
     data: StageData
     side: Mapping[str, StageData] = field(default_factory=dict)
-    work_dir: Path | None = None
+    artefact_dir: Path | None = None
+    cache_dir: Path | None = None
 
 
 def config_subset(cfg: Any, keys: tuple[str, ...] | None) -> dict[str, Any]:
@@ -41,6 +47,14 @@ def config_subset(cfg: Any, keys: tuple[str, ...] | None) -> dict[str, Any]:
     return {k: full[k] for k in (keys if keys is not None else tuple(full))}
 
 
+def _paths(values: Any) -> list[Path]:
+    out: list[Path] = []
+    for v in ([values] if isinstance(values, (str, Path)) else list(values or [])):
+        if v:
+            out.append(Path(v))
+    return out
+
+
 class Step:
     #: stage name in statistics, drops and cache paths (the papers' words: "title_sieve", "swap", ...)
     name: ClassVar[str] = ""
@@ -48,18 +62,43 @@ class Step:
     version: ClassVar[str] = "1"
     #: config fields that change this step's output (part of the cache key); None = the whole config
     config_keys: ClassVar[tuple[str, ...] | None] = None
+    #: config fields holding paths of files or directories the step reads: their contents key its cache
+    input_keys: ClassVar[tuple[str, ...]] = ()
     #: names of other pipelines whose final output ``fit`` reads
     side_inputs: ClassVar[tuple[str, ...]] = ()
-    #: the step loads a model (Ray runs it on an actor pool; ``num_gpus`` applies)
+    #: the step loads a model in ``setup`` (Ray runs it on an actor pool; ``teardown`` frees it)
     uses_model: ClassVar[bool] = False
+    #: GPUs per worker (``fit`` and ``process``): one worker per GPU locally, actors sized by GPUs on Ray
     num_gpus: ClassVar[float] = 0.0
+    #: the step may keep several rows for one input row (accounting: rows in + added = kept + dropped)
+    fan_out: ClassVar[bool] = False
+    #: a fan-out step's kept rows name their input row in this field (default: ``id_field``)
+    parent_field: ClassVar[str | None] = None
     id_field: ClassVar[str] = "id"
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
+        self.state: Any = None
 
     def cache_config(self) -> dict[str, Any]:
         return config_subset(self.cfg, self.config_keys)
+
+    def input_paths(self) -> list[Path]:
+        """Files and directories whose contents this step's output depends on (fingerprinted, memoised)."""
+        return [p for k in self.input_keys for p in _paths(getattr(self.cfg, k))]
+
+    def gpus(self) -> float:
+        """GPUs this step needs per worker (a step may make it depend on its config, e.g. ``device``)."""
+        return float(self.num_gpus)
+
+    def parent_id(self, item_id: str) -> str:
+        """The input row a fan-out step's drop of ``item_id`` belongs to (the accounting check of the runners)."""
+        return item_id
+
+    @property
+    def is_global(self) -> bool:
+        """A global stage: it overrides ``fit`` and so needs its whole input before any shard is processed."""
+        return type(self).fit is not Step.fit
 
     def fit(self, inputs: FitInputs) -> Any:
         return None
@@ -70,13 +109,20 @@ class Step:
     def process(self, rows: list[Row], out: Out) -> None:
         raise NotImplementedError(f"{type(self).__name__}.process")
 
+    def teardown(self) -> None:
+        """Free what ``setup`` (or ``fit``) loaded; called once per worker when the stage is done."""
+
 
 class Source:
-    """Reads raw inputs in a fixed order and yields rows, :class:`Drop` records and :class:`Count` events."""
+    """Lists raw inputs in a fixed order as cheap work items (a file, a WARC record offset, a CSV row), with
+    :class:`Drop` records and :class:`Count` events; parsing belongs in steps, so a killed build resumes inside a long
+    input."""
 
     name: ClassVar[str] = ""
     version: ClassVar[str] = "1"
     config_keys: ClassVar[tuple[str, ...] | None] = None
+    #: config fields holding the paths the listing reads (fingerprinted)
+    input_keys: ClassVar[tuple[str, ...]] = ()
     #: names of earlier pipelines whose final output ``read`` uses (as ``self.side[name]``); part of the cache key
     side_inputs: ClassVar[tuple[str, ...]] = ()
 
@@ -86,7 +132,7 @@ class Source:
 
     def input_paths(self) -> list[Path]:
         """Files whose contents the output depends on (fingerprinted)."""
-        return []
+        return [p for k in self.input_keys for p in _paths(getattr(self.cfg, k))]
 
     def cache_config(self) -> dict[str, Any]:
         return config_subset(self.cfg, self.config_keys)

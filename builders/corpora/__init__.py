@@ -13,8 +13,8 @@ from types import ModuleType
 CORPORA: dict[str, str | None] = {
     "howtostep": None,   # HowToStep / NaSVA (paper 000, 001): not built yet
     "showhowto": None,   # ShowHowTo (paper 003): not built yet
-    "sieve_swap": "builders.corpora.sieve_swap_build",
-    "marc": "builders.corpora.marc_build",
+    "sieve_swap": "builders.corpora.sieve_swap",
+    "marc": "builders.corpora.marc",
 }
 
 DESCRIPTIONS = {

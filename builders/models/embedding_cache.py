@@ -9,6 +9,17 @@ text depends in its last bits on the padded batch it was computed in, so per-tex
 result depend on which shard happened to embed a repeated line first (parallel runners) or on what an earlier build
 left in the cache. Per-set keys keep every build bit-identical whatever the runner, and a rerun (resume, a changed
 threshold) still finds every vector.
+
+Chunked sets (``encode_set_cached(..., chunk_size=k)``): one key for a whole set means that a run killed while
+encoding a big set (the recipe-step pool: a few million steps, hours on a CPU) loses all its work. With ``chunk_size``
+the sorted distinct texts are cut into consecutive blocks of ``k`` and every block is encoded in its own call and
+cached under its own set key, the moment it is done, so a rerun encodes only the blocks that are missing. The same
+argument keeps this bit-identical: a block is a set of texts encoded in one call, its vectors depend only on that set,
+and its key is that set's key (so a block may even be shared with an equal set embedded elsewhere). The vectors do
+depend, in their last bits, on the cut: ``chunk_size`` is a parameter of the result (a step that sets it must put it
+in its fingerprint), and it must not change between a killed run and its resume if the result is to equal an
+uninterrupted run. ``chunk_size=None`` or ``>= len(distinct texts)`` is exactly the unchunked path (one call, the
+single set key, the same vectors), so builds that do not set it, or whose sets fit in one block, are unchanged.
 """
 
 from __future__ import annotations
@@ -60,22 +71,45 @@ class EmbeddingCache:
         self._db.close()
 
 
-def encode_set_cached(encoder: SentenceEncoder, texts: Sequence[str], cache: EmbeddingCache | None) -> np.ndarray:
-    """Embed ``texts`` (one row per input, repeats allowed) by encoding their sorted distinct strings in one call,
-    reusing and filling ``cache`` under the key of that set."""
+def _set_key(unique: Sequence[str]) -> str:
+    """Cache key of one set of sorted distinct texts (encoded together in one call)."""
+    return "set:" + hashlib.sha1("\n".join(unique).encode("utf-8")).hexdigest()
+
+
+def encode_set_cached(encoder: SentenceEncoder, texts: Sequence[str], cache: EmbeddingCache | None, *,
+                      chunk_size: int | None = None) -> np.ndarray:
+    """Embed ``texts`` (one row per input, repeats allowed) by encoding their sorted distinct strings, reusing and
+    filling ``cache`` under the key of that set.
+
+    ``chunk_size=None`` (or at least the number of distinct texts): one encoder call and one key for the whole set.
+    Otherwise the sorted distinct texts are encoded in consecutive blocks of ``chunk_size``, one call and one key per
+    block, each block cached as soon as it is encoded (a killed run keeps its finished blocks; see the module note).
+    """
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1 or None, got {chunk_size}")
     unique = sorted(set(texts))
     if not unique:
         return np.zeros((0, encoder.dim), dtype=np.float32)
-    key = "set:" + hashlib.sha1("\n".join(unique).encode("utf-8")).hexdigest()
-    found = cache.get(encoder.model_id, [key]).get(key) if cache is not None else None
-    if found is not None:
-        if found.size % len(unique):
-            raise RuntimeError(f"embedding cache {cache.path} holds a corrupt entry for {key}: delete the file "
-                               "or rebuild with --fresh")
-        table = found.reshape(len(unique), -1)
-    else:
-        table = encoder.encode(unique)
-        if cache is not None:
-            cache.put(encoder.model_id, [key], table.reshape(1, -1))
+    size = len(unique) if chunk_size is None else min(int(chunk_size), len(unique))
+    blocks = [unique[i:i + size] for i in range(0, len(unique), size)]
+    keys = [_set_key(block) for block in blocks]
+    found = cache.get(encoder.model_id, keys) if cache is not None else {}
+    tables = []
+    for block, key in zip(blocks, keys):
+        vecs = found.pop(key, None)
+        if vecs is not None:
+            if vecs.size % len(block):
+                raise RuntimeError(f"embedding cache {cache.path} holds a corrupt entry for {key}: delete the file "
+                                   "or rebuild with --fresh")
+            tables.append(vecs.reshape(len(block), -1))
+        else:
+            table = encoder.encode(block)
+            if cache is not None:
+                cache.put(encoder.model_id, [key], table.reshape(1, -1))
+            tables.append(table)
+    if len({t.shape[1] for t in tables}) > 1:
+        raise RuntimeError(f"embedding cache {cache.path} holds blocks of different widths for one set of texts: "
+                           "delete the file or rebuild with --fresh")
+    table = tables[0] if len(tables) == 1 else np.concatenate(tables)
     index = {t: i for i, t in enumerate(unique)}
     return table[[index[t] for t in texts]]

@@ -161,3 +161,25 @@ def get_encoder(name: str = "mpnet", device: str = "cpu", batch_size: int = 64) 
     if key not in _ENCODERS:
         _ENCODERS[key] = SentenceEncoder(name, device, batch_size)
     return _ENCODERS[key]
+
+
+def release_encoder(name: str = "mpnet", device: str = "cpu", batch_size: int = 64) -> bool:
+    """Forget the shared encoder of (name, device, batch size) so its weights can be freed (a step's ``teardown``);
+    returns whether one was loaded. CUDA memory is returned to the driver when torch is in use."""
+    enc = _ENCODERS.pop((name, device, int(batch_size)), None)
+    if enc is None:
+        return False
+    enc._model = None
+    import gc
+    import sys
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return True
+
+
+def loaded_encoders() -> list[tuple[str, str, int]]:
+    """The (name, device, batch size) of every encoder this process holds (for tests and diagnostics)."""
+    return sorted(_ENCODERS)

@@ -28,6 +28,10 @@ One EM iteration per chunk is: gather t, ``np.add.reduceat`` per (source word, t
 a ``np.bincount`` scatter of the expected counts into the slots (segments laid out by source word, so the gathers and
 scatters walk t nearly in order). No Python loop runs over words; loops run over chunks, buckets and source positions.
 
+State (a global stage's artefact folder, ARCHITECTURE.md "Global stages"): :meth:`HmmIbm1.to_state` gives the fitted
+model as plain numeric arrays + JSON-serialisable metadata (no pickles, no file I/O here); :meth:`HmmIbm1.from_state`
+rebuilds a model whose ``align()`` is bit-identical.
+
 IBM1-only mode (``hmm=False``): every recipe is one sentence (its instructions concatenated), so the model is IBM
 Model 1 on recipe pairs; with ``null_word=True`` and ``nltk_compat=True`` it reproduces
 ``nltk.translate.IBMModel1`` (``AlignedSent(words=source tokens, mots=target tokens)``) on the same bitext.
@@ -361,6 +365,10 @@ class PairAlignment:
                 for m in range(len(self.target_index))]
 
 
+#: ``meta["format"]`` of :meth:`HmmIbm1.to_state` (bump when the arrays or meta change meaning)
+_STATE_FORMAT = "procvid.hmm_ibm1/1"
+
+
 def _flatten_recipe(recipe: Recipe) -> list[list[str]]:
     return [[w for tokens in recipe for w in tokens]]
 
@@ -564,6 +572,81 @@ class HmmIbm1:
             "log_likelihood": loglik,
         }
 
+    # ------------------------------------------------------------------ state (artefact folders)
+
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The fitted model as plain arrays and JSON-serialisable metadata; :meth:`from_state` inverts it exactly.
+
+        A global stage writes them (``np.savez`` + ``json.dump``) and workers load them by path
+        (``np.load(allow_pickle=False)``): no array has an object dtype. The arrays are the model's own (no copy):
+        copy them before mutating.
+
+        arrays: ``keys`` (int64, sorted ``f·V + e``), ``t`` (float64, one per key + the missing-pair value),
+        ``t_null`` (float64, (V,) or empty before fit), ``jump_offsets`` (int64) / ``jump_probs`` (float64) the
+        jump distribution in its dict order, ``source_present`` (bool, (V,): source-side words, for the MAP M-step).
+        meta: ``format``, ``config`` (:meth:`HmmIbm1Config.to_dict`), ``vocabulary`` (words ordered by id: ids are
+        ``0..V-1``), ``window``, ``source_vocabulary_size``, ``word_pairs_per_iteration``, ``history``, ``timings``.
+        Floats in meta round-trip exactly through ``json`` (``repr``); the ones that decide ``align()`` are arrays.
+        """
+        words = sorted(self.vocabulary, key=self.vocabulary.__getitem__)
+        if [self.vocabulary[w] for w in words] != list(range(len(words))):
+            raise ValueError("vocabulary ids must be 0..V-1 to be saved")
+        arrays = {
+            "keys": np.asarray(self.keys, dtype=np.int64),
+            "t": np.asarray(self.t, dtype=np.float64),
+            "t_null": np.asarray(self.t_null, dtype=np.float64),
+            "jump_offsets": np.fromiter(self.jump.keys(), dtype=np.int64, count=len(self.jump)),
+            "jump_probs": np.fromiter(self.jump.values(), dtype=np.float64, count=len(self.jump)),
+            "source_present": np.asarray(self._source_present, dtype=bool),
+        }
+        meta = {
+            "format": _STATE_FORMAT,
+            "config": self.config.to_dict(),
+            "vocabulary": words,
+            "window": int(self.window),
+            "source_vocabulary_size": int(self.source_vocabulary_size),
+            "word_pairs_per_iteration": int(self.word_pairs_per_iteration),
+            "history": [{str(k): float(v) for k, v in h.items()} for h in self.history],
+            "timings": {str(k): float(v) for k, v in self.timings.items()},
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> HmmIbm1:
+        """The model saved by :meth:`to_state` (``arrays`` may be an ``np.load`` result or memory-mapped arrays).
+
+        ``align()``, ``posteriors()``, ``log_emissions()``, ``e_step()`` and ``translation_table()`` give
+        bit-identical results to the saved model's.
+        """
+        if meta.get("format") != _STATE_FORMAT:
+            raise ValueError(f"not an HmmIbm1 state: format {meta.get('format')!r}, expected {_STATE_FORMAT!r}")
+        raw = dict(meta["config"])
+        raw["schedule"] = tuple((int(w), int(it)) for w, it in raw["schedule"])
+        model = cls(HmmIbm1Config(**raw))
+        words = list(meta["vocabulary"])
+        model.vocabulary = {w: i for i, w in enumerate(words)}
+        V = len(words)
+        if len(model.vocabulary) != V:
+            raise ValueError("the saved vocabulary repeats a word")
+        model.keys = np.asarray(arrays["keys"], dtype=np.int64)
+        model.t = np.asarray(arrays["t"], dtype=np.float64)
+        model.t_null = np.asarray(arrays["t_null"], dtype=np.float64)
+        model._source_present = np.asarray(arrays["source_present"], dtype=bool)
+        offsets, probs = np.asarray(arrays["jump_offsets"]), np.asarray(arrays["jump_probs"])
+        if model.t.shape != (model.keys.size + 1,) or model.t_null.size not in (0, V) or offsets.shape != probs.shape:
+            raise ValueError("inconsistent HmmIbm1 state: t must hold one value per key + 1, t_null 0 or V values, "
+                             "jump_offsets and jump_probs the same count")
+        if model.keys.size and not (0 <= int(model.keys[0]) and int(model.keys[-1]) < V * V):
+            raise ValueError("inconsistent HmmIbm1 state: keys outside [0, V²)")
+        model.jump = {int(d): float(p) for d, p in zip(offsets.tolist(), probs.tolist())}
+        model.window = int(meta["window"])
+        model.source_vocabulary_size = int(meta["source_vocabulary_size"])
+        model.word_pairs_per_iteration = int(meta["word_pairs_per_iteration"])
+        model.history = [dict(h) for h in meta.get("history", [])]
+        model.timings = dict(meta.get("timings", {}))
+        model._set_key_arrays(V)
+        return model
+
     # ------------------------------------------------------------------ encoding and packing
 
     @staticmethod
@@ -743,15 +826,20 @@ class HmmIbm1:
         self.source_vocabulary_size = Vf
         self._source_present = present
         kappa = cfg.identity_prior
+        e, same = self._set_key_arrays(V)
+        denom = Vf + kappa * present[e] if kappa else np.full(self.keys.size, float(Vf))
+        t = np.where(same, 1.0 + kappa, 1.0) / denom
+        self.t = np.append(t, cfg.min_prob)
+        self.t_null = np.full(V, 1.0 / Vf)
+
+    def _set_key_arrays(self, V: int) -> tuple[np.ndarray, np.ndarray]:
+        """Target word ``e`` of every key ``f·V + e`` and whether ``f = e`` (derived from ``keys``, never stored)."""
         f = self.keys // max(V, 1)
         e = self.keys - f * V
         same = f == e
         self._key_e = e.astype(np.int32 if V < np.iinfo(np.int32).max else np.int64)
         self._key_same = same
-        denom = Vf + kappa * present[e] if kappa else np.full(self.keys.size, float(Vf))
-        t = np.where(same, 1.0 + kappa, 1.0) / denom
-        self.t = np.append(t, cfg.min_prob)
-        self.t_null = np.full(V, 1.0 / Vf)
+        return e, same
 
     def _set_window(self, window: int, first: bool) -> None:
         """Start or widen the jump window: new offsets get the smallest current p, then p is renormalised."""

@@ -6,12 +6,18 @@ arrays; CSR binary matrices over the lemma vocabulary, union = |A| + |B| − ∩
 
 Everything here is pure: lemmas arrive as strings (from ``content_lemmas`` elsewhere), are mapped to int ids by
 :class:`LemmaVocab`, and all per-video work is a handful of vectorised numpy calls.
+
+State: the recipe lemma index is built once by a global stage and loaded by path in every worker (ARCHITECTURE.md
+"Global stages"). Each of :class:`LemmaVocab`, :class:`TitleIndex` and :class:`BodyMatrix` has ``to_state()``
+(plain numeric arrays + JSON-serialisable metadata; no object arrays, so ``np.load(allow_pickle=False)`` works) and
+``from_state(arrays, meta)``, which restores the built arrays as they are (no rebuild), so ``candidates()`` and
+``scores()`` are bit-identical. Array names do not collide across the three classes, so one ``.npz`` can hold all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -25,6 +31,15 @@ __all__ = [
 ]
 
 TitleMatch = Literal["any", "recipe_subset"]
+
+_VOCAB_FORMAT = "procvid.sieve.LemmaVocab/1"
+_TITLE_FORMAT = "procvid.sieve.TitleIndex/1"
+_BODY_FORMAT = "procvid.sieve.BodyMatrix/1"
+
+
+def _check_format(meta: Mapping[str, Any], expected: str) -> None:
+    if meta.get("format") != expected:
+        raise ValueError(f"state format {meta.get('format')!r}, expected {expected!r}")
 
 
 def token_iou_recall(a: set, b: set) -> tuple[float, float]:
@@ -94,6 +109,20 @@ class LemmaVocab:
     def lemmas(self) -> list[str]:
         """All lemmas, index = id (a copy)."""
         return list(self._lemmas)
+
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """No arrays; meta ``{"format", "lemmas"}`` with ``lemmas`` the lemma strings, index = id (JSON-exact)."""
+        return {}, {"format": _VOCAB_FORMAT, "lemmas": list(self._lemmas)}
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> LemmaVocab:
+        """The vocabulary saved by :meth:`to_state` (same ids; later :meth:`add` calls continue after them)."""
+        _check_format(meta, _VOCAB_FORMAT)
+        lemmas = [str(x) for x in meta["lemmas"]]
+        vocab = cls(lemmas)
+        if len(vocab) != len(lemmas):
+            raise ValueError("the saved lemma list repeats a lemma")
+        return vocab
 
     def __len__(self) -> int:
         return len(self._lemmas)
@@ -188,6 +217,37 @@ class TitleIndex:
             self.idf = np.where(self.df > 0, np.log(n / np.maximum(self.df, 1)), 0.0)
         self._ids_ascending = bool(n < 2 or np.all(np.diff(self.recipe_ids) > 0))
 
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The built index as arrays (the index's own, not copies) and JSON-serialisable meta.
+
+        arrays: ``title_recipe_ids`` (int64, (N,)), ``title_sizes`` (int64, (N,) lemmas per title),
+        ``title_postings`` (int64, rows grouped by lemma), ``title_indptr`` (int64, (vocab_size + 1,)),
+        ``title_idf`` (float64, (vocab_size,)). meta: ``format``, ``vocab_size``.
+        """
+        arrays = {"title_recipe_ids": self.recipe_ids, "title_sizes": self.title_sizes,
+                  "title_postings": self.postings, "title_indptr": self.indptr, "title_idf": self.idf}
+        return arrays, {"format": _TITLE_FORMAT, "vocab_size": int(self.vocab_size)}
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> TitleIndex:
+        """The index saved by :meth:`to_state`, arrays taken as they are (``np.load`` results or memory maps)."""
+        _check_format(meta, _TITLE_FORMAT)
+        self = cls.__new__(cls)
+        self.recipe_ids = np.asarray(arrays["title_recipe_ids"], dtype=np.int64)
+        self.title_sizes = np.asarray(arrays["title_sizes"], dtype=np.int64)
+        self.postings = np.asarray(arrays["title_postings"], dtype=np.int64)
+        self.indptr = np.asarray(arrays["title_indptr"], dtype=np.int64)
+        self.idf = np.asarray(arrays["title_idf"], dtype=np.float64)
+        self.vocab_size = int(meta["vocab_size"])
+        n, v = self.recipe_ids.size, self.vocab_size
+        if (self.recipe_ids.ndim != 1 or self.title_sizes.shape != (n,) or self.indptr.shape != (v + 1,)
+                or self.idf.shape != (v,) or self.postings.shape != (int(self.indptr[-1]),)
+                or int(self.title_sizes.sum()) != self.postings.size):
+            raise ValueError("inconsistent TitleIndex state")
+        self.df = np.diff(self.indptr)
+        self._ids_ascending = bool(n < 2 or np.all(np.diff(self.recipe_ids) > 0))
+        return self
+
     def __len__(self) -> int:
         return int(self.recipe_ids.size)
 
@@ -271,6 +331,26 @@ class BodyMatrix:
         self.indptr, self.vocab_size = indptr, vocab_size
         self.indices = indices.astype(np.int32 if vocab_size < 2**31 else np.int64)
         self.row_sizes = np.diff(self.indptr)  # |B| per row
+
+    def to_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """arrays: ``body_indptr`` (int64, (rows + 1,)), ``body_indices`` (int32, or int64 past 2^31 lemmas; sorted
+        unique per row), the matrix's own; meta: ``format``, ``vocab_size``."""
+        arrays = {"body_indptr": self.indptr, "body_indices": self.indices}
+        return arrays, {"format": _BODY_FORMAT, "vocab_size": int(self.vocab_size)}
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> BodyMatrix:
+        """The matrix saved by :meth:`to_state`, arrays taken as they are (no re-normalisation of the rows)."""
+        _check_format(meta, _BODY_FORMAT)
+        indptr = np.asarray(arrays["body_indptr"], dtype=np.int64)
+        indices = np.asarray(arrays["body_indices"])
+        if (indices.dtype not in (np.int32, np.int64) or indptr.ndim != 1 or indptr.size == 0
+                or indptr[0] != 0 or int(indptr[-1]) != indices.size):
+            raise ValueError("inconsistent BodyMatrix state")
+        self = cls.__new__(cls)
+        self.indptr, self.indices, self.vocab_size = indptr, indices, int(meta["vocab_size"])
+        self.row_sizes = np.diff(self.indptr)
+        return self
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from builders.core.records import Drop, Row
+from builders.core.records import Count, Drop, Row
 
 STAGE = "read_html_pages"
 MAX_PAGE_BYTES = 5 * 1024 * 1024  # spec §6: a payload above 5 MB is dropped as ``payload_too_large``
@@ -148,11 +148,12 @@ def read_page_bytes(path: Path, max_bytes: int = MAX_PAGE_BYTES) -> bytes:
         return f.read(max_bytes + 1)
 
 
-def read_page(key: str, path: Path, max_bytes: int = MAX_PAGE_BYTES) -> Row | Drop:
+def read_page(key: str, path: str | Path, max_bytes: int = MAX_PAGE_BYTES) -> Row | Drop:
     """One page record, or a drop ``payload_too_large`` / ``page_unreadable``."""
+    path = Path(path)
     try:
         body = read_page_bytes(path, max_bytes)
-    except (OSError, EOFError, zlib.error) as err:
+    except (OSError, EOFError, zlib.error, ValueError) as err:  # ValueError: a path with a NUL byte
         return Drop(key, STAGE, PAGE_UNREADABLE, f"{path.name}: {type(err).__name__}: {err}")
     if len(body) > max_bytes:
         return Drop(key, STAGE, PAYLOAD_TOO_LARGE, f"{path.name}: more than {max_bytes} bytes")
@@ -160,11 +161,19 @@ def read_page(key: str, path: Path, max_bytes: int = MAX_PAGE_BYTES) -> Row | Dr
     return page_record(key, page_url(html) or f"page:{key}", html, charset, source_path=str(path))
 
 
+def read_html_page(key: str, path: str | Path, max_bytes: int = MAX_PAGE_BYTES) -> list[Row | Drop | Count]:
+    """The items of one listed page (``(key, path)`` of :func:`list_pages`, the path as a ``Path`` or a ``str``):
+    ``[page record]`` or ``[Drop]`` (``payload_too_large`` / ``page_unreadable``; never an exception on bad bytes or
+    a missing file). The per-item read of :func:`read_html_pages`, for a step that reads pages one by one."""
+    return [read_page(key, path, max_bytes)]
+
+
 def read_html_pages(directory: str | Path, max_bytes: int = MAX_PAGE_BYTES) -> Iterator[Row | Drop]:
-    """Stream the pages of a directory of ``<key>.html`` / ``<key>.html.gz`` files as page records or drops.
+    """Stream the pages of a directory of ``<key>.html`` / ``<key>.html.gz`` files as page records or drops:
+    :func:`list_pages` (the cheap listing), then :func:`read_html_page` of each.
 
     Other files are ignored. Raises ``FileNotFoundError`` at call time when the directory does not exist.
     """
     pages = list_pages(directory)
-    return (read_page(key, path, max_bytes) for key, path in pages)
+    return (item for key, path in pages for item in read_html_page(key, path, max_bytes))
 

@@ -20,16 +20,29 @@ with replacement; ``warc_filename`` relative to the input directory, or the file
 
 A record whose payload is shorter than its ``Content-Length`` (the file ends inside it) or that carries a
 ``WARC-Truncated`` header is kept with ``truncated=True`` and a :class:`Count` ``warc_truncated`` (parsed, flagged).
+
+Reading is split in two so that a build can resume inside a long WARC file: :func:`list_warc_records` is a cheap
+listing (headers only; each record is read through to find its end but its payload is never kept) that yields the
+header drops above, ``warc_corrupt``, and a small *pointer row* per record that needs its payload::
+
+    {"record_id": str, "warc_filename": str, "path": str, "offset": int, "length": int, "url": str}
+
+and :func:`read_warc_record` reads the one record of a pointer (seek, then one gzip member / one plain record) into
+what :func:`read_warc` yields for it. :func:`read_warc` is exactly the listing with every pointer replaced by its read.
+A corrupt record found by :func:`read_warc_record` alone (bad HTTP ``Content-Encoding``, a file changed since it was
+listed) is a ``warc_corrupt`` drop of that record only.
 """
 
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.limitreader import LimitReader
 
 from builders.core.records import Count, Drop, Row
 from builders.sources.html_pages import (
@@ -138,8 +151,21 @@ def _tail_is_clean(path: Path, end: int, gz: bool) -> bool:
         return False
 
 
-def _records(path: Path, warc_filename: str, max_payload_bytes: int) -> Iterator[Row | Drop | Count]:
-    """The page records / drops / counts of one WARC file (see the module docstring)."""
+def _error_text(err: BaseException) -> str:
+    message = str(err).strip()[:160].encode("ascii", "backslashreplace").decode("ascii")
+    return f"{type(err).__name__}: {message}"
+
+
+def _pointer(record: Any, rid: str, path: Path, warc_filename: str, offset: int, length: int) -> Row:
+    return {"record_id": rid, "warc_filename": warc_filename, "path": str(path), "offset": offset,
+            "length": length, "url": record.rec_headers.get_header("WARC-Target-URI") or ""}
+
+
+def _list_file(path: Path, warc_filename: str) -> Iterator[Row | Drop]:
+    """The pointer rows / header drops of one WARC file, ``warc_corrupt`` for bad bytes (module docstring).
+
+    Each record is read to its end (decompressed for ``.warc.gz``) to learn where it ends, but never kept.
+    """
     record = None
     end = 0  # end offset of the last record read: where a failing record starts
     is_gz = False
@@ -149,14 +175,16 @@ def _records(path: Path, warc_filename: str, max_payload_bytes: int) -> Iterator
             f.seek(0)
             iterator = ArchiveIterator(f)
             for record in iterator:
-                out = _process(record, iterator, warc_filename, max_payload_bytes)
-                offset = iterator.get_record_offset()
-                end = offset + iterator.get_record_length()
-                yield from out(offset)
+                skip = _classify(record)
+                iterator.read_to_end()  # raises on a corrupt member before anything of the record is yielded
+                offset, length = iterator.get_record_offset(), iterator.get_record_length()
+                end = offset + length
+                rid = _record_id(record, warc_filename, offset)
+                yield (Drop(rid, STAGE, skip[0], skip[1]) if skip is not None
+                       else _pointer(record, rid, path, warc_filename, offset, length))
                 record = None
     except Exception as err:  # noqa: BLE001 - warcio and zlib raise many kinds on bad bytes; one file never stops a build
-        message = str(err).strip()[:160].encode("ascii", "backslashreplace").decode("ascii")
-        detail = f"{warc_filename}: {type(err).__name__}: {message}; rest of the file skipped"
+        detail = f"{warc_filename}: {_error_text(err)}; rest of the file skipped"
         item_id = _record_id(record, warc_filename, end) if record is not None else f"{warc_filename}@{end}"
         yield Drop(item_id, STAGE, WARC_CORRUPT, detail)
         return
@@ -165,50 +193,99 @@ def _records(path: Path, warc_filename: str, max_payload_bytes: int) -> Iterator
                    f"{warc_filename}: unparseable bytes after offset {end} (record cut inside its headers?)")
 
 
-def _process(record: Any, iterator: ArchiveIterator, warc_filename: str, max_payload_bytes: int):
-    """Read one record's payload (capped) and return a function of its offset giving the items to yield.
+def list_warc_records(paths: str | Path | Iterable[str | Path],
+                      max_payload_bytes: int = MAX_PAGE_BYTES) -> Iterator[Row | Drop | Count]:
+    """The cheap listing of WARC files (files or directories): per record, a :class:`Drop` decided from its headers
+    (``warc_not_response``, ``http_status``, ``not_html`` by content type), or a *pointer row* for a record whose
+    payload must be read::
 
-    The payload must be read before the offset is known (warcio computes it when the record is consumed).
+        {"record_id": str, "warc_filename": str, "path": str, "offset": int, "length": int, "url": str}
+
+    (``record_id`` = the page id :func:`read_warc` gives it; ``offset`` / ``length`` = the record's bytes in the file,
+    its gzip member for ``.warc.gz``), and ``warc_corrupt`` drops for broken files exactly as :func:`read_warc`.
+    :func:`read_warc_record` of a pointer gives that record's items. ``max_payload_bytes`` is accepted for symmetry:
+    the cap is applied to the decoded payload, by :func:`read_warc_record`.
+
+    Raises ``FileNotFoundError`` at call time for a missing input; never raises on bad bytes.
     """
+    del max_payload_bytes  # the cap needs the decoded payload: read_warc_record applies it
+    files = find_warc_files(paths)
+    return (item for path, name in files for item in _list_file(path, name))
+
+
+def is_warc_pointer(item: Row | Drop | Count) -> bool:
+    """True for a pointer row of :func:`list_warc_records` (as opposed to a drop or a count)."""
+    return isinstance(item, dict) and "record_id" in item and "offset" in item and "html" not in item
+
+
+def _record_items(record: Any, payload: bytes, unread: int, warc_filename: str, offset: int,
+                  max_payload_bytes: int) -> list[Row | Drop | Count]:
+    """The items of one record whose payload (at most ``max_payload_bytes + 1`` decoded bytes) was read."""
+    rid = _record_id(record, warc_filename, offset)
     skip = _classify(record)
-    payload = b""
-    if skip is None:
-        payload = _read_capped(record.content_stream(), max_payload_bytes)
-    iterator.read_to_end()
-    unread = _unread_bytes(record)
+    if skip is not None:
+        return [Drop(rid, STAGE, skip[0], skip[1])]
+    if len(payload) > max_payload_bytes:
+        return [Drop(rid, STAGE, PAYLOAD_TOO_LARGE, f"payload above {max_payload_bytes} bytes")]
+    http = record.http_headers
+    if not media_type(http.get_header("Content-Type")) and not media_type(
+            record.rec_headers.get_header("WARC-Identified-Payload-Type")) and not looks_like_html(payload):
+        return [Drop(rid, STAGE, NOT_HTML, "no content type and the payload does not look like HTML")]
+    items: list[Row | Drop | Count] = []
     flagged = unread > 0 or record.rec_headers.get_header("WARC-Truncated") is not None
-
-    def items(offset: int) -> Iterator[Row | Drop | Count]:
-        rid = _record_id(record, warc_filename, offset)
-        if skip is not None:
-            yield Drop(rid, STAGE, skip[0], skip[1])
-            return
-        if len(payload) > max_payload_bytes:
-            yield Drop(rid, STAGE, PAYLOAD_TOO_LARGE, f"payload above {max_payload_bytes} bytes")
-            return
-        http = record.http_headers
-        if not media_type(http.get_header("Content-Type")) and not media_type(
-                record.rec_headers.get_header("WARC-Identified-Payload-Type")) and not looks_like_html(payload):
-            yield Drop(rid, STAGE, NOT_HTML, "no content type and the payload does not look like HTML")
-            return
-        if flagged:
-            why = f"{unread} bytes missing" if unread else "WARC-Truncated " + str(
-                record.rec_headers.get_header("WARC-Truncated"))
-            logger.debug("truncated WARC record %s in %s: %s", rid, warc_filename, why)
-            yield Count(WARC_TRUNCATED)
-        html, charset = decode_html(payload, http_charset(http.get_header("Content-Type")))
-        url = record.rec_headers.get_header("WARC-Target-URI") or ""
-        yield page_record(rid, url, html, charset, source_path=warc_filename, warc_filename=warc_filename,
-                          warc_record_offset=offset, warc_record_id=rid, truncated=flagged)
-
+    if flagged:
+        why = f"{unread} bytes missing" if unread else "WARC-Truncated " + str(
+            record.rec_headers.get_header("WARC-Truncated"))
+        logger.debug("truncated WARC record %s in %s: %s", rid, warc_filename, why)
+        items.append(Count(WARC_TRUNCATED))
+    html, charset = decode_html(payload, http_charset(http.get_header("Content-Type")))
+    url = record.rec_headers.get_header("WARC-Target-URI") or ""
+    items.append(page_record(rid, url, html, charset, source_path=warc_filename, warc_filename=warc_filename,
+                             warc_record_offset=offset, warc_record_id=rid, truncated=flagged))
     return items
+
+
+def read_warc_record(path: str | Path, offset: int, length: int, warc_filename: str,
+                     max_payload_bytes: int = MAX_PAGE_BYTES) -> list[Row | Drop | Count]:
+    """The items of the one record at ``offset`` (``length`` bytes, as listed by :func:`list_warc_records`) of a
+    ``.warc.gz`` (the record's own gzip member) or plain ``.warc`` file: its page record (with a ``warc_truncated``
+    count before it when flagged), or a drop ``payload_too_large`` / ``not_html`` (or a header drop when the record is
+    not an HTML 200 response) - exactly what :func:`read_warc` yields for it.
+
+    Never raises on bad input: a missing file, an offset that is not a record, bad bytes give ``warc_corrupt``.
+    """
+    record = None
+    start: int | None = None
+    try:
+        start, size = operator.index(offset), operator.index(length)  # numpy / Arrow integers of a stored listing too
+        if start < 0 or size <= 0:
+            raise ValueError(f"bad record location: offset {start}, length {size}")
+        with open(path, "rb") as f:
+            f.seek(start)
+            iterator = ArchiveIterator(LimitReader(f, size))  # never reads past the listed record
+            record = next(iterator, None)
+            if record is None:
+                raise EOFError(f"no WARC record at offset {start}")
+            payload = b""
+            if _classify(record) is None:
+                payload = _read_capped(record.content_stream(), max_payload_bytes)
+            iterator.read_to_end()
+            unread = _unread_bytes(record)
+        return _record_items(record, payload, unread, warc_filename, start, max_payload_bytes)
+    except Exception as err:  # noqa: BLE001 - bad bytes, a changed or missing file: a named drop, never an exception
+        where = start if start is not None else repr(offset)
+        detail = f"{warc_filename}: {_error_text(err)}; record at offset {where} skipped"
+        return [Drop(_record_id(record, warc_filename, start), STAGE, WARC_CORRUPT, detail)]
 
 
 def read_warc(paths: str | Path | Iterable[str | Path],
               max_payload_bytes: int = MAX_PAGE_BYTES) -> Iterator[Row | Drop | Count]:
-    """Stream WARC files (files or directories) as page records, drops and ``warc_truncated`` counts (spec §2.1, §6).
+    """Stream WARC files (files or directories) as page records, drops and ``warc_truncated`` counts (spec §2.1, §6):
+    :func:`list_warc_records`, each pointer replaced by :func:`read_warc_record` of it.
 
     Raises ``FileNotFoundError`` at call time for a missing input; never raises on bad bytes.
     """
-    files = find_warc_files(paths)
-    return (item for path, name in files for item in _records(path, name, max_payload_bytes))
+    listing = list_warc_records(paths, max_payload_bytes)
+    return (item for entry in listing
+            for item in (read_warc_record(entry["path"], entry["offset"], entry["length"], entry["warc_filename"],
+                                          max_payload_bytes) if is_warc_pointer(entry) else (entry,)))

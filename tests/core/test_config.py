@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from builders.core.config import ConfigError, apply_overrides, parse_sets, read_config_file
-from builders.corpora.sieve_swap_config import EXTENDED_GENERIC_WORDS, SieveSwapConfig
+from builders.corpora.sieve_swap.config import EXTENDED_GENERIC_WORDS, SieveSwapConfig
 
 
 def test_paper_defaults():

@@ -299,7 +299,7 @@ def test_unseen_pairs_and_words_at_alignment_time():
 
 
 def _ara_pairs(shared_data, n_pairs: int):
-    from builders.sources.ara_conllu import read_corpus
+    from eval.benchmarks.ara_conllu import read_corpus
 
     corpus = read_corpus(shared_data / "marc_ara")
     recipes = corpus.dish_recipes("baked_ziti") + corpus.dish_recipes("orange_chicken")
@@ -354,7 +354,7 @@ def test_nltk_compat_only_matters_for_repeated_words():
 def test_fixture_training_is_fast(shared_data):
     import time
 
-    from builders.sources.ara_conllu import read_corpus
+    from eval.benchmarks.ara_conllu import read_corpus
 
     corpus = read_corpus(shared_data / "marc_ara")
     toks = {n: tokenize_recipe(r.instruction_texts) for n, r in corpus.recipes.items()}
@@ -368,3 +368,87 @@ def test_fixture_training_is_fast(shared_data):
     elapsed = time.perf_counter() - start
     assert len(model.history) == 5
     assert elapsed < 6.0  # marc.md §9: < 2 s on the CI machine; generous here for a loaded 2-core box
+
+
+# ------------------------------------------------------------------------------------------------ state round trip
+
+
+def _save_load(model: HmmIbm1, tmp_path, name: str) -> HmmIbm1:
+    """to_state -> npz + json files -> np.load(allow_pickle=False) + json.load -> from_state."""
+    import json
+
+    arrays, meta = model.to_state()
+    assert all(a.dtype != object for a in arrays.values())
+    np.savez(tmp_path / f"{name}.npz", **arrays)
+    (tmp_path / f"{name}.json").write_text(json.dumps(meta, allow_nan=False), encoding="utf-8")
+    with np.load(tmp_path / f"{name}.npz", allow_pickle=False) as z:
+        loaded = {k: z[k] for k in z.files}
+    return HmmIbm1.from_state(loaded, json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8")))
+
+
+def _assert_same_model(a: HmmIbm1, b: HmmIbm1, pairs) -> None:
+    assert b.config == a.config and b.vocabulary == a.vocabulary and b.window == a.window
+    assert list(b.jump.items()) == list(a.jump.items())
+    assert np.array_equal(b.keys, a.keys) and np.array_equal(b.t, a.t) and np.array_equal(b.t_null, a.t_null)
+    assert np.array_equal(b._key_e, a._key_e) and b._key_e.dtype == a._key_e.dtype
+    assert np.array_equal(b._key_same, a._key_same) and np.array_equal(b._source_present, a._source_present)
+    assert b.history == a.history and b.timings == a.timings
+    assert b.source_vocabulary_size == a.source_vocabulary_size
+    assert b.word_pairs_per_iteration == a.word_pairs_per_iteration
+    for x, y in zip(a.align(pairs), b.align(pairs), strict=True):
+        assert np.array_equal(x.gamma, y.gamma)
+        assert np.array_equal(x.target_index, y.target_index) and np.array_equal(x.top_indices, y.top_indices)
+        assert np.array_equal(x.top_probabilities, y.top_probabilities)
+        assert x.log_likelihood == y.log_likelihood or (math.isnan(x.log_likelihood) and math.isnan(y.log_likelihood))
+    for x, y in zip(a.posteriors(pairs), b.posteriors(pairs), strict=True):
+        assert np.array_equal(x, y)
+    assert a.translation_table() == b.translation_table()
+
+
+UNSEEN = [([["onion", "zzz"], ["qqq"], []], [["salt"], ["onion", "oil"]]), ([["a"]], []), ([], [["b"]])]
+
+
+@pytest.mark.parametrize("cfg", [HmmIbm1Config(min_count=1), HmmIbm1Config(min_count=1, null_word=True),
+                                 HmmIbm1Config.ibm1(3), HmmIbm1Config.best()], ids=["small", "null", "ibm1", "best"])
+def test_state_round_trip_small_models(cfg, tmp_path):
+    model = HmmIbm1(cfg).fit(TINY * 2)
+    pairs = TINY + UNSEEN
+    direct = HmmIbm1.from_state(*model.to_state())
+    _assert_same_model(model, direct, pairs)
+    loaded = _save_load(model, tmp_path, "model")
+    _assert_same_model(model, loaded, pairs)
+    e1, e2 = model.e_step(TINY), loaded.e_step(TINY)
+    assert e1["word_counts"] == e2["word_counts"] and e1["jump_counts"] == e2["jump_counts"]
+    # the state of a loaded model is the state it was loaded from
+    a1, m1 = model.to_state()
+    a2, m2 = loaded.to_state()
+    assert m1 == m2 and a1.keys() == a2.keys()
+    assert all(np.array_equal(a1[k], a2[k]) and a1[k].dtype == a2[k].dtype for k in a1)
+
+
+@pytest.mark.parametrize("preset", ["best", "paper"])
+def test_state_round_trip_presets_on_ara(preset, shared_data, tmp_path):
+    pairs = _ara_pairs(shared_data, 60)
+    cfg = HmmIbm1Config.best() if preset == "best" else HmmIbm1Config.paper()
+    model = HmmIbm1(cfg).fit(pairs)
+    assert len(model.vocabulary) > 50 and model.keys.size > 1000
+    loaded = _save_load(model, tmp_path, preset)
+    _assert_same_model(model, loaded, pairs[:20] + UNSEEN)
+
+
+def test_state_of_unfitted_model_and_bad_states():
+    import json
+
+    empty = HmmIbm1(HmmIbm1Config.paper())
+    arrays, meta = empty.to_state()
+    json.dumps(meta)
+    again = HmmIbm1.from_state(arrays, meta)
+    assert again.vocabulary == {} and again.config == empty.config
+    model = HmmIbm1(HmmIbm1Config(min_count=1)).fit(TINY)
+    arrays, meta = model.to_state()
+    with pytest.raises(ValueError, match="format"):
+        HmmIbm1.from_state(arrays, {**meta, "format": "other"})
+    with pytest.raises(ValueError, match="inconsistent"):
+        HmmIbm1.from_state({**arrays, "t": arrays["t"][:-1]}, meta)
+    with pytest.raises(ValueError, match="repeats"):
+        HmmIbm1.from_state(arrays, {**meta, "vocabulary": ["a"] * len(meta["vocabulary"])})

@@ -301,3 +301,82 @@ def test_candidates_match_set_reference(mode, min_shared, max_candidates):
         ref_rows, ref_truncated = _reference_candidates(titles, ids, video, mode, min_shared, max_candidates)
         assert rows.tolist() == ref_rows and truncated == ref_truncated, video
         assert counts.tolist() == [len(set(titles[r]) & set(video)) for r in ref_rows]
+
+
+# ---------------------------------------------------------------------------------------------------- state round trip
+
+
+def _save_load_trio(vocab, index, body, tmp_path):
+    """The three states in one .npz + one .json (as a global stage writes its artefact folder), loaded back."""
+    import json
+
+    states = {"vocab": vocab.to_state(), "titles": index.to_state(), "body": body.to_state()}
+    arrays = {}
+    for _, (arr, _) in states.items():
+        assert not set(arr) & set(arrays)  # array names never collide across the classes
+        assert all(a.dtype != object for a in arr.values())
+        arrays.update(arr)
+    np.savez(tmp_path / "index.npz", **arrays)
+    (tmp_path / "index.json").write_text(json.dumps({k: m for k, (_, m) in states.items()}, allow_nan=False),
+                                         encoding="utf-8")
+    meta = json.loads((tmp_path / "index.json").read_text(encoding="utf-8"))
+    with np.load(tmp_path / "index.npz", allow_pickle=False) as z:
+        loaded = {k: z[k] for k in z.files}
+    return (LemmaVocab.from_state(loaded, meta["vocab"]), TitleIndex.from_state(loaded, meta["titles"]),
+            BodyMatrix.from_state(loaded, meta["body"]))
+
+
+def test_state_round_trip_of_the_lemma_index(tmp_path):
+    rng = np.random.default_rng(3)
+    vocab = LemmaVocab(["crème", "brûlée", "jalapeño", "a\x00b", "tab\t", "", "日本", "\U0001f355", "z"])
+    for i in range(300):
+        vocab.add(f"lemma{i}")
+    V = len(vocab)
+    titles = [sorted(set(rng.integers(0, V, rng.integers(0, 5)).tolist())
+                     | ({int(rng.integers(0, 3))} if rng.random() < 0.3 else set())) for _ in range(500)]
+    ids = rng.permutation(100_000)[:500]  # not ascending: candidates() re-sorts by recipe id
+    index = TitleIndex(ids, [np.array(t, dtype=np.int64) for t in titles], vocab_size=V + 7)
+    body = BodyMatrix([rng.integers(0, V, rng.integers(0, 30)) for _ in range(500)], vocab_size=V + 7)
+    vocab2, index2, body2 = _save_load_trio(vocab, index, body, tmp_path)
+
+    assert vocab2.lemmas == vocab.lemmas and all(vocab2[x] == vocab[x] for x in vocab.lemmas)
+    assert vocab2.add("new lemma") == V
+    assert vocab2.encode(["z", "crème"]).tolist() == vocab.encode(["z", "crème"]).tolist()
+    for name in ("recipe_ids", "title_sizes", "postings", "indptr", "df", "idf"):
+        a, b = getattr(index, name), getattr(index2, name)
+        assert np.array_equal(a, b) and a.dtype == b.dtype, name
+    assert index2.vocab_size == index.vocab_size and index2._ids_ascending == index._ids_ascending is False
+    assert np.array_equal(body2.indices, body.indices) and body2.indices.dtype == body.indices.dtype
+    assert body2.shape == body.shape and np.array_equal(body2.row_sizes, body.row_sizes)
+
+    videos = [rng.integers(0, V + 20, rng.integers(0, 40)) for _ in range(40)] + [np.arange(V), np.zeros(0, int)]
+    for video in videos:
+        for mode in ("any", "recipe_subset"):
+            for min_shared, max_candidates in ((1, None), (2, None), (1, 3), (1, 50)):
+                a = index.candidates(video, mode, min_shared, max_candidates)
+                b = index2.candidates(video, mode, min_shared, max_candidates)
+                assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+        rows = rng.integers(0, 500, 60)
+        for size in (None, 77):
+            for x, y in zip(body.scores(rows, video, size), body2.scores(rows, video, size)):
+                assert np.array_equal(x, y)
+
+
+def test_state_of_paper_fixture_index_and_bad_states(index):
+    index2 = TitleIndex.from_state(*index.to_state())
+    for video in ([0], [0, 1, 2], [2, 3, 6], [99], []):
+        a, b = index.candidates(np.array(video)), index2.candidates(np.array(video))
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+    arrays, meta = index.to_state()
+    with pytest.raises(ValueError, match="format"):
+        TitleIndex.from_state(arrays, {**meta, "format": "procvid.sieve.BodyMatrix/1"})
+    with pytest.raises(ValueError, match="inconsistent"):
+        TitleIndex.from_state({**arrays, "title_idf": arrays["title_idf"][:-1]}, meta)
+    body = BodyMatrix([np.array([1, 2]), np.array([], dtype=np.int64)])
+    arrays, meta = body.to_state()
+    with pytest.raises(ValueError, match="inconsistent"):
+        BodyMatrix.from_state({**arrays, "body_indices": arrays["body_indices"][:1]}, meta)
+    empty = LemmaVocab.from_state(*LemmaVocab().to_state())
+    assert len(empty) == 0
+    with pytest.raises(ValueError, match="repeats"):
+        LemmaVocab.from_state({}, {"format": "procvid.sieve.LemmaVocab/1", "lemmas": ["a", "a"]})

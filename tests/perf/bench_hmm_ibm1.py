@@ -56,7 +56,7 @@ def fixture_pairs() -> list[tuple[list[list[str]], list[list[str]]]] | None:
     root = REPO.parent / "shared" / "data" / "marc_ara"
     if not root.is_dir():
         return None
-    from builders.sources.ara_conllu import read_corpus
+    from eval.benchmarks.ara_conllu import read_corpus
 
     corpus = read_corpus(root)
     toks = {n: tokenize_recipe(r.instruction_texts) for n, r in corpus.recipes.items()}

@@ -258,7 +258,7 @@ class Timers:
 def instrument(timers: Timers) -> Iterator[None]:
     """Wrap ``SentenceEncoder.encode``, ``builders.ops.swap.topk_search`` (the name the Swap step calls through its
     ``swap_ops`` module) and the embedding cache's ``get``/``put``; restore them afterwards."""
-    import builders.corpora.sieve_swap as ss_mod
+    import builders.corpora.sieve_swap.pipeline as ss_mod
     from builders.models import embedding_cache as ec_mod
     from builders.models import text_encoder as te_mod
     from builders.ops import swap as swap_mod
@@ -446,11 +446,12 @@ def check_sample(state: dict[str, Any], video_dir: Path, n_video_shards: int, ou
 def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_000, *, steps_per_recipe: int = 10,
               segments_per_video: int = 100, shard_size: int = 64, n_check: int = 200, seed: int = 0,
               tmp_root: str | None = None, keep_work: bool = False, log=print) -> dict[str, Any]:
-    from builders.core.runners import run_shard
+    from builders.core.orchestrate import fit_locally
+    from builders.core.runners import StageTask, run_shard
     from builders.core.shards import StageData, read_stats
     from builders.core.step import FitInputs
-    from builders.corpora.sieve_swap import Swap
-    from builders.corpora.sieve_swap_config import SieveSwapConfig
+    from builders.corpora.sieve_swap.pipeline import Swap
+    from builders.corpora.sieve_swap.config import SieveSwapConfig
     from builders.models.text_encoder import get_encoder
 
     load_start = os.getloadavg()
@@ -492,18 +493,19 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
             sampler = LoadSampler()
             cpu0 = time.process_time()
             t_all = time.perf_counter()
-            state = step.fit(FitInputs(data=StageData(inp["video_dir"], inp["n_video_shards"]),
-                                       side={"recipes": StageData(inp["recipe_dir"], inp["n_recipe_shards"])},
-                                       work_dir=work))
+            state = fit_locally(step, FitInputs(data=StageData(inp["video_dir"], inp["n_video_shards"]),
+                                                side={"recipes": StageData(inp["recipe_dir"], inp["n_recipe_shards"])},
+                                                artefact_dir=work / "swap_fit", cache_dir=work))
             fit_s = time.perf_counter() - t_all
             fit_encoder_s = timers.encoder_s
-            log(f"[bench_swap] fit: pool of {len(state['texts'])} steps embedded in {fit_s:.1f} s")
+            log(f"[bench_swap] fit: pool of {state['pool_steps']} steps embedded in {fit_s:.1f} s")
             t = time.perf_counter()
             step.setup(state)
             setup_s = time.perf_counter() - t
+            task = StageTask(step, state, Path(inp["video_dir"]), out_dir)
             t = time.perf_counter()
             for i in range(inp["n_video_shards"]):
-                run_shard(step, inp["video_dir"], i, out_dir)
+                run_shard(task, i)
                 shard_stats.append(read_stats(out_dir, i))
                 log(f"[bench_swap] shard {i + 1}/{inp['n_video_shards']} done "
                     f"({time.perf_counter() - t_all:.0f} s elapsed)")
@@ -513,12 +515,12 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
             load_samples = sampler.stop()
         load_end = os.getloadavg()
 
-        pool = len(state["texts"])
+        pool = state["pool_steps"]
         swapped = sum(s["counters"].get("segments_swapped", 0) for s in shard_stats)
         discarded = sum(s["counters"].get("segments_discarded", 0) for s in shard_stats)
         kept_videos = sum(s["kept"] for s in shard_stats)
         other_s = total_s - timers.encoder_s - timers.search_s
-        check = check_sample(state, inp["video_dir"], inp["n_video_shards"], out_dir, n_check,
+        check = check_sample(step.state, inp["video_dir"], inp["n_video_shards"], out_dir, n_check,
                              cfg.sim_threshold, seed) if n_check else {"checked": 0, "mismatches": 0}
         result = {
             "benchmark": "swap", "model": model, "model_id": state["model_id"], "dims": dim,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from builders.core.records import Count, Drop
-from builders.corpora.marc_text import select_text_recipes
+from builders.corpora.marc.text import select_text_recipes
 from builders.ops.chat_content import content_labels
 from builders.ops.dishes import clean_ingredient_line, dish_pairs, ingredient_terms
 from builders.sources.schema_org import read_schema_recipes

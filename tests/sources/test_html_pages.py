@@ -16,6 +16,7 @@ from builders.sources.html_pages import (
     list_pages,
     meta_charset,
     page_url,
+    read_html_page,
     read_html_pages,
 )
 
@@ -94,3 +95,20 @@ def test_gz_preferred_over_plain_for_one_key(tmp_path):
 def test_missing_directory_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_html_pages(tmp_path / "nope")
+
+
+def test_listing_then_reading_each_page_equals_read_html_pages(tmp_path, shared_data: Path):
+    (tmp_path / "a.html").write_bytes(b"<html><link rel='canonical' href='https://a/'>x</html>")
+    (tmp_path / "c.html.gz").write_bytes(b"not gzip at all")
+    (tmp_path / "d.html").write_bytes(b"<html>" + b"x" * 200 + b"</html>")
+    for folder, cap in ((tmp_path, 100), (shared_data / "recipe_pages", 5 * 1024 * 1024)):
+        listed = [item for key, path in list_pages(folder) for item in read_html_page(key, str(path), cap)]
+        assert listed == list(read_html_pages(folder, cap))
+
+
+def test_read_html_page_never_raises(tmp_path):
+    missing = read_html_page("gone", tmp_path / "gone.html")
+    nul = read_html_page("nul", str(tmp_path / "a\x00b.html"))
+    for key, items in (("gone", missing), ("nul", nul)):
+        assert len(items) == 1 and isinstance(items[0], Drop)
+        assert (items[0].item_id, items[0].reason, items[0].stage) == (key, "page_unreadable", STAGE)

@@ -1,11 +1,13 @@
 """Tests of the Common Crawl WARC reader (spec marc.md §2.1, §6) on WARC files written here with warcio:
-gzip (one member per record) and plain, every named drop, a truncated record and a corrupt gzip member."""
+gzip (one member per record) and plain, every named drop, a truncated record and a corrupt gzip member; and of its
+split into a cheap listing (pointer rows) and a per-record read, which together give exactly ``read_warc``."""
 
 from __future__ import annotations
 
 import gzip
 import io
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,18 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from builders.core.records import Count, Drop
-from builders.sources.warc import STAGE, find_warc_files, read_warc
+from builders.sources import warc as warc_module
+from builders.sources.warc import (
+    STAGE,
+    find_warc_files,
+    is_warc_pointer,
+    list_warc_records,
+    read_warc,
+    read_warc_record,
+)
+
+SAMPLE_WARC = Path(__file__).resolve().parents[2] / "builders" / "samples" / "marc" / "recipes.warc.gz"
+POINTER_FIELDS = {"record_id", "warc_filename", "path", "offset", "length", "url"}
 
 PAGE = "<html lang='en'><head><title>t</title></head><body><p>{}</p></body></html>"
 _RNG = random.Random(0)
@@ -50,6 +63,58 @@ def _standard(gz: bool, path: Path) -> Path:
         lambda w: _response(w, "http://a.example/3", b"<!DOCTYPE html><meta charset='iso-8859-1'><p>na\xefve</p>",
                             content_type=None),
     ], gz)
+
+
+def _truncated(path: Path) -> Path:
+    """Two pages, the file cut in the middle of the second record's payload (``path`` ends in .gz: gzip)."""
+    _write(path, [
+        lambda w: _response(w, "http://a.example/1", PAGE.format("one").encode()),
+        lambda w: _response(w, "http://a.example/2", PAGE.format(LONG_TEXT).encode()),
+    ], gz=path.name.endswith(".gz"))
+    rows, _, _ = _split(list(read_warc(path)))
+    whole = path.read_bytes()
+    second = rows[1]["warc_record_offset"]
+    path.write_bytes(whole[:second + (len(whole) - second) // 2])
+    return path
+
+
+def _cut_in_headers(path: Path) -> Path:
+    """Two pages in a plain WARC, the file cut inside the WARC headers of the second record."""
+    _write(path, [
+        lambda w: _response(w, "http://a.example/1", PAGE.format("one").encode()),
+        lambda w: _response(w, "http://a.example/2", PAGE.format("two").encode()),
+    ], gz=False)
+    rows, _, _ = _split(list(read_warc(path)))
+    path.write_bytes(path.read_bytes()[:rows[1]["warc_record_offset"] + 40])
+    return path
+
+
+def _corrupt_member_folder(folder: Path) -> int:
+    """``folder`` with ``a.warc.gz`` (3 pages, gzip member 2 corrupt), ``b.warc.gz`` (1 page) and a text file;
+    returns the offset of the corrupt member."""
+    folder.mkdir()
+    bad = _write(folder / "a.warc.gz", [
+        lambda w: _response(w, "http://a.example/1", PAGE.format("one").encode()),
+        lambda w: _response(w, "http://a.example/2", PAGE.format("two").encode()),
+        lambda w: _response(w, "http://a.example/3", PAGE.format("three").encode()),
+    ], gz=True)
+    rows, _, _ = _split(list(read_warc(bad)))
+    data = bytearray(bad.read_bytes())
+    start = rows[1]["warc_record_offset"]
+    for i in range(start + 12, start + 60):  # inside the deflate stream of member 2
+        data[i] ^= 0x5A
+    bad.write_bytes(bytes(data))
+    _write(folder / "b.warc.gz", [lambda w: _response(w, "http://b.example/1", PAGE.format("b").encode())], gz=True)
+    (folder / "notes.txt").write_text("not a warc")
+    return start
+
+
+def _garbage_folder(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / "x.warc").write_bytes(b"hello\nnot a warc\n")
+    (folder / "y.warc.gz").write_bytes(b"\x1f\x8b\x08\x00garbage" * 20)
+    (folder / "z.warc.gz").write_bytes(b"")
+    return folder
 
 
 def _split(items: list):
@@ -114,17 +179,8 @@ def test_missing_content_type_is_sniffed(tmp_path):
 
 
 def test_record_cut_inside_its_payload_is_parsed_and_flagged(tmp_path):
-    for gz in (True, False):
-        name = "t.warc.gz" if gz else "t.warc"
-        path = _write(tmp_path / name, [
-            lambda w: _response(w, "http://a.example/1", PAGE.format("one").encode()),
-            lambda w: _response(w, "http://a.example/2", PAGE.format(LONG_TEXT).encode()),
-        ], gz=gz)
-        rows, _, _ = _split(list(read_warc(path)))
-        whole = path.read_bytes()
-        second = rows[1]["warc_record_offset"]
-        cut = second + (len(whole) - second) // 2
-        path.write_bytes(whole[:cut])
+    for name in ("t.warc.gz", "t.warc"):
+        path = _truncated(tmp_path / name)
         rows, drops, counts = _split(list(read_warc(path)))
         assert [r["url"] for r in rows] == ["http://a.example/1", "http://a.example/2"], name
         assert [r["truncated"] for r in rows] == [False, True]
@@ -142,13 +198,7 @@ def test_warc_truncated_header_is_flagged(tmp_path):
 
 
 def test_record_cut_inside_its_headers_is_warc_corrupt(tmp_path):
-    path = _write(tmp_path / "c.warc", [
-        lambda w: _response(w, "http://a.example/1", PAGE.format("one").encode()),
-        lambda w: _response(w, "http://a.example/2", PAGE.format("two").encode()),
-    ], gz=False)
-    rows, _, _ = _split(list(read_warc(path)))
-    whole = path.read_bytes()
-    path.write_bytes(whole[:rows[1]["warc_record_offset"] + 40])  # inside the WARC headers of record 2
+    path = _cut_in_headers(tmp_path / "c.warc")
     rows, drops, _ = _split(list(read_warc(path)))
     assert [r["url"] for r in rows] == ["http://a.example/1"]
     assert [d.reason for d in drops] == ["warc_corrupt"]
@@ -156,21 +206,7 @@ def test_record_cut_inside_its_headers_is_warc_corrupt(tmp_path):
 
 def test_corrupt_gzip_member_skips_the_rest_of_that_file_and_reads_the_next(tmp_path):
     folder = tmp_path / "crawl"
-    folder.mkdir()
-    bad = _write(folder / "a.warc.gz", [
-        lambda w: _response(w, "http://a.example/1", PAGE.format("one").encode()),
-        lambda w: _response(w, "http://a.example/2", PAGE.format("two").encode()),
-        lambda w: _response(w, "http://a.example/3", PAGE.format("three").encode()),
-    ], gz=True)
-    rows, _, _ = _split(list(read_warc(bad)))
-    data = bytearray(bad.read_bytes())
-    start = rows[1]["warc_record_offset"]
-    for i in range(start + 12, start + 60):  # inside the deflate stream of member 2
-        data[i] ^= 0x5A
-    bad.write_bytes(bytes(data))
-    _write(folder / "b.warc.gz", [lambda w: _response(w, "http://b.example/1", PAGE.format("b").encode())], gz=True)
-    (folder / "notes.txt").write_text("not a warc")
-
+    start = _corrupt_member_folder(folder)
     items = list(read_warc(folder))
     rows, drops, _ = _split(items)
     assert [r["url"] for r in rows] == ["http://a.example/1", "http://b.example/1"]
@@ -180,10 +216,7 @@ def test_corrupt_gzip_member_skips_the_rest_of_that_file_and_reads_the_next(tmp_
 
 
 def test_garbage_files_never_raise(tmp_path):
-    (tmp_path / "x.warc").write_bytes(b"hello\nnot a warc\n")
-    (tmp_path / "y.warc.gz").write_bytes(b"\x1f\x8b\x08\x00garbage" * 20)
-    (tmp_path / "z.warc.gz").write_bytes(b"")
-    items = list(read_warc(tmp_path))
+    items = list(read_warc(_garbage_folder(tmp_path)))
     assert [(d.reason, d.item_id) for d in items] == [("warc_corrupt", "x.warc@0"), ("warc_corrupt", "y.warc.gz@0")]
 
 
@@ -196,3 +229,145 @@ def test_inputs(tmp_path):
     assert find_warc_files([b, a]) == [(b, "b.warc.gz"), (a, "a.warc")]
     with pytest.raises(FileNotFoundError):
         read_warc(tmp_path / "missing.warc.gz")
+
+
+# --------------------------------------------------------------------------- listing + per-record read
+
+
+def _list_then_read(paths, max_payload_bytes: int = warc_module.MAX_PAGE_BYTES) -> list:
+    """What a resumable step does: list cheaply, then read each pointer on its own."""
+    return [item for entry in list_warc_records(paths, max_payload_bytes)
+            for item in (read_warc_record(entry["path"], entry["offset"], entry["length"], entry["warc_filename"],
+                                          max_payload_bytes) if is_warc_pointer(entry) else [entry])]
+
+
+def _case(name: str, tmp_path: Path) -> Path:
+    if name == "sample":
+        return SAMPLE_WARC
+    if name in ("standard.warc.gz", "standard.warc"):
+        return _standard(name.endswith(".gz"), tmp_path / name)
+    if name in ("truncated.warc.gz", "truncated.warc"):
+        return _truncated(tmp_path / name)
+    if name == "cut_in_headers":
+        return _cut_in_headers(tmp_path / "c.warc")
+    if name == "corrupt_member":
+        _corrupt_member_folder(tmp_path / "crawl")
+        return tmp_path / "crawl"
+    if name == "garbage":
+        return _garbage_folder(tmp_path / "garbage")
+    if name == "warc_truncated_header":
+        return _write(tmp_path / "h.warc.gz", [
+            lambda w: _response(w, "http://a.example/1", PAGE.format("one").encode(),
+                                warc_headers={"WARC-Truncated": "length"})], gz=True)
+    if name == "sniffed":
+        return _write(tmp_path / "s.warc", [
+            lambda w: _response(w, "http://a.example/html", b"  <html><p>x</p></html>", content_type=None),
+            lambda w: _response(w, "http://a.example/bin", b"%PDF-1.4 ...", content_type=None)], gz=False)
+    if name == "junk_after_last_record":
+        path = _standard(False, tmp_path / "j.warc")
+        path.write_bytes(path.read_bytes() + b"junk after the last record")
+        return path
+    raise AssertionError(name)
+
+
+CASES = ["sample", "standard.warc.gz", "standard.warc", "truncated.warc.gz", "truncated.warc", "cut_in_headers",
+         "corrupt_member", "garbage", "warc_truncated_header", "sniffed", "junk_after_last_record"]
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("cap", [warc_module.MAX_PAGE_BYTES, 100], ids=["5MB", "100B"])
+def test_listing_then_reading_each_pointer_equals_read_warc(tmp_path, name, cap):
+    path = _case(name, tmp_path)
+    expected = list(read_warc(path, cap))
+    assert expected  # every case yields something
+    assert _list_then_read(path, cap) == expected
+
+
+def test_sample_listing_is_small_pointers_and_header_drops():
+    listing = list(list_warc_records(SAMPLE_WARC))
+    pointers = [e for e in listing if is_warc_pointer(e)]
+    assert all(isinstance(e, Drop) for e in listing if not is_warc_pointer(e))
+    assert Counter(d.reason for d in listing if isinstance(d, Drop)) == Counter(
+        {"warc_not_response": 2, "http_status": 1, "not_html": 1})  # decided from headers alone
+    rows = [r for r in read_warc(SAMPLE_WARC) if isinstance(r, dict)]
+    assert len(pointers) == len(rows) > 20
+    for pointer, row in zip(pointers, rows):
+        assert set(pointer) == POINTER_FIELDS
+        assert pointer["record_id"] == row["page_id"] and pointer["offset"] == row["warc_record_offset"]
+        assert pointer["url"] == row["url"] and pointer["warc_filename"] == "recipes.warc.gz"
+        assert pointer["path"] == str(SAMPLE_WARC) and pointer["length"] > 0
+    offsets = [p["offset"] for p in pointers]
+    assert offsets == sorted(offsets)
+    assert all(a["offset"] + a["length"] <= b["offset"] for a, b in zip(pointers, pointers[1:]))
+
+
+def test_listing_never_reads_a_payload(tmp_path, monkeypatch):
+    path = _write(tmp_path / "big.warc.gz", [
+        lambda w: _response(w, "http://a.example/big", b"<html>" + b"x" * 6_000_000 + b"</html>"),
+        lambda w: _response(w, "http://a.example/bin", b"%PDF-1.4", content_type=None)], gz=True)
+
+    def no_payload(*args, **kwargs):
+        raise AssertionError("the listing read a payload")
+
+    monkeypatch.setattr(warc_module, "_read_capped", no_payload)
+    listing = list(list_warc_records(path))
+    assert [is_warc_pointer(e) for e in listing] == [True, True]  # the cap and sniffing wait for the read
+    monkeypatch.undo()
+    assert [d.reason for d in _list_then_read(path)] == ["payload_too_large", "not_html"]
+
+
+def test_records_read_one_by_one_in_any_order(tmp_path):
+    """A resumed build reads the pointers it had not finished, in whatever order: same items per record."""
+    for path in (SAMPLE_WARC, _standard(False, tmp_path / "a.warc")):
+        pointers = [e for e in list_warc_records(path) if is_warc_pointer(e)]
+        forward = [read_warc_record(p["path"], p["offset"], p["length"], p["warc_filename"]) for p in pointers]
+        backward = [read_warc_record(Path(p["path"]), p["offset"], p["length"], p["warc_filename"])
+                    for p in reversed(pointers)]
+        assert forward == backward[::-1]
+        assert [x for items in forward for x in items] == [x for x in read_warc(path) if isinstance(x, dict)]
+
+
+def test_read_warc_record_accepts_numpy_and_arrow_integers():
+    pointer = next(e for e in list_warc_records(SAMPLE_WARC) if is_warc_pointer(e))
+    np = pytest.importorskip("numpy")
+    items = read_warc_record(pointer["path"], np.int64(pointer["offset"]), np.int64(pointer["length"]),
+                             pointer["warc_filename"])
+    assert len(items) == 1 and items[0]["page_id"] == pointer["record_id"]
+    assert type(items[0]["warc_record_offset"]) is int
+
+
+def test_read_warc_record_bad_locations_are_named_drops(tmp_path):
+    pointers = [e for e in list_warc_records(SAMPLE_WARC) if is_warc_pointer(e)]
+    p = pointers[1]
+    name = p["warc_filename"]
+    bad = [
+        (p["path"], p["offset"] + 5, p["length"]),  # inside a gzip member
+        (p["path"], p["offset"], 30),  # a member cut short
+        (p["path"], -1, p["length"]),
+        (p["path"], p["offset"], 0),
+        (p["path"], 10 ** 9, p["length"]),  # past the end of the file
+        (tmp_path / "missing.warc.gz", 0, 100),
+        (p["path"], "12", p["length"]),
+    ]
+    for path, offset, length in bad:
+        items = read_warc_record(path, offset, length, name)
+        assert [(type(x), x.reason, x.stage) for x in items] == [(Drop, "warc_corrupt", STAGE)], (offset, length)
+        assert items[0].item_id.startswith(f"{name}@") and "skipped" in items[0].detail
+    # a plain WARC: an offset inside a record, and a record cut short by the listed length
+    plain = _standard(False, tmp_path / "a.warc")
+    q = [e for e in list_warc_records(plain) if is_warc_pointer(e)][0]
+    assert [x.reason for x in read_warc_record(q["path"], q["offset"] + 3, q["length"], "a.warc")] == ["warc_corrupt"]
+    short = read_warc_record(q["path"], q["offset"], q["length"] - 20, "a.warc")  # the payload's end not listed
+    assert short[0] == Count("warc_truncated") and short[1]["truncated"] is True
+
+
+def test_read_warc_record_of_a_header_drop_record_gives_that_drop(tmp_path):
+    """A record listed as a drop read directly (e.g. a listing from another version): the same drop, not a page."""
+    path = _standard(True, tmp_path / "a.warc.gz")
+    listing = list(list_warc_records(path))
+    # walk the file's members by the pointer offsets: the 404 record follows the first page record
+    first = next(e for e in listing if is_warc_pointer(e))
+    after = first["offset"] + first["length"]
+    items = read_warc_record(path, after, path.stat().st_size - after, "a.warc.gz")
+    assert [(x.reason, x.item_id) for x in items] == [
+        ("http_status", next(d.item_id for d in listing if isinstance(d, Drop) and d.reason == "http_status"))]

@@ -1,4 +1,5 @@
-"""The ``marc`` corpus as the build CLI sees it: flags, config, pipelines and the release folder.
+"""The ``marc`` release: rows of each config, the classifier files, the paper quantities and the card context,
+handed to the core's release flow (``builders.core.release_flow``).
 
 Release layout (specs/marc.md §4, specs/releases.md §1)::
 
@@ -11,39 +12,23 @@ Release layout (specs/marc.md §4, specs/releases.md §1)::
 
 from __future__ import annotations
 
-import argparse
-import platform
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from loading_scripts import marc as schema
 
-from .. import __version__ as TOOLKIT_VERSION
-from ..core.config import to_dict
-from ..core.driver import BuildEmpty
-from ..core.orchestrate import BuildResult
-from ..ops.alignment_products import multi_step_breakdowns, paraphrases
-from ..release import (
-    fmt_value,
-    git_commit,
-    md_table,
-    publish,
-    stage_release,
-    stats_tables,
-    write_drops,
-)
-from .marc import classifier_dir, pipelines, resolve_inputs  # noqa: F401  (the corpus interface)
-from .marc_config import MarcConfig
+from ... import __version__ as TOOLKIT_VERSION
+from ...core.orchestrate import BuildResult
+from ...core.release_flow import ReleaseSpec, write_release
+from ...ops.alignment_products import multi_step_breakdowns, paraphrases
+from ...release import fmt_value, md_table, stats_tables
+from .config import MarcConfig
+from .flags import INPUT_KEYS
 
 NAME = "marc"
-Config = MarcConfig
-DEFAULT_SHARD_SIZE = 64
-CARD_TEMPLATE = Path(__file__).resolve().parents[2] / "cards" / "marc.md"
+CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "marc.md"
 SPLITS = ("train", "validation", "test")
 
 #: paper 002 §2, Table 1, A.1 and spec §7: full-scale statistics next to which a build is reported
@@ -55,28 +40,6 @@ PAPER_QUANTITIES: dict[str, float | None] = {
     "paraphrases_text_text": 358_516, "paraphrases_text_video": 211_703, "multi_step_breakdowns": 5_592,
     "chat_classifier_test_f1": 85.01,
 }
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("marc inputs (none given = the bundled sample)")
-    g.add_argument("--warc", action="append", default=None, metavar="PATH",
-                   help="Common Crawl WARC file (.warc.gz or .warc) or a directory of them; repeatable")
-    g.add_argument("--pages", help="a directory of <key>.html / <key>.html.gz recipe pages")
-    g.add_argument("--videos", help="video_candidates.jsonl: {dish_id, query, rank, video_id, title} per line")
-    g.add_argument("--transcripts", help="transcripts of the candidates: raw_caption.json or a WhisperX directory")
-    g.add_argument("--youcook2", help="youcookii_annotations_trainval.json (trains the chat/content classifier)")
-    g.add_argument("--youcook2-transcripts", dest="youcook2_transcripts",
-                   help="transcripts of the YouCook2 videos: raw_caption.json or a WhisperX directory")
-    g.add_argument("--chat-model", dest="chat_model", help="a trained chat/content classifier (model.json)")
-
-
-def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {k: getattr(args, k) for k in
-                           ("pages", "videos", "transcripts", "youcook2", "youcook2_transcripts", "chat_model")
-                           if getattr(args, k, None)}
-    if getattr(args, "warc", None):
-        out["warc"] = list(args.warc)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- release rows
@@ -134,37 +97,32 @@ def breakdown_rows(pair: dict[str, Any], threshold: float) -> list[dict[str, Any
     return out
 
 
-def _classifier_files(cfg: MarcConfig, work_dir: Path, names: set[str]) -> dict[str, Any] | None:
-    """The trained classifier's folder (model.json, sentences.parquet, scores.json) used by this build, if any."""
+def _classifier_files(result: BuildResult, names: set[str]) -> dict[str, Any] | None:
+    """The trained classifier (model.json, sentences.parquet, scores.json) from the ``chat_filter`` stage's artefacts,
+    when the kept videos used it."""
     import json
 
-    root = classifier_dir(work_dir)
-    if not root.is_dir():
+    rec = result.fits.get("chat_filter")
+    if rec is None:
         return None
-    for folder in sorted(root.iterdir()):
-        scores = folder / "scores.json"
-        if (folder / "model.json").exists() and scores.exists():
-            info = json.loads(scores.read_text(encoding="utf-8"))
-            if info.get("name") in names:
-                return {"folder": folder, **info}
+    folder = rec.artefact_dir
+    scores = folder / "scores.json"
+    if (folder / "model.json").exists() and scores.exists():
+        info = json.loads(scores.read_text(encoding="utf-8"))
+        if info.get("name") in names:
+            return {"folder": folder, **info}
     return None
 
 
-def _aligner_info(work_dir: Path, names: set[str]) -> dict[str, Any] | None:
-    """What the ``hmm_ibm1`` fit recorded for the models used by this build's pairs (vocabulary sizes, training
-    pairs, EM history), from ``<work_dir>/aligners/``."""
+def _aligner_info(result: BuildResult) -> dict[str, Any] | None:
+    """What the ``hmm_ibm1`` stage recorded (vocabulary sizes, training pairs, learned jumps, EM time)."""
     import json
 
-    from .marc import aligner_dir
-
-    root = aligner_dir(work_dir)
-    if not names or not root.is_dir():
+    rec = result.fits.get("hmm_ibm1")
+    if rec is None or not (rec.artefact_dir / "aligner_info.json").exists():
         return None
-    for path in sorted(root.glob("*.json")):
-        info = json.loads(path.read_text(encoding="utf-8"))
-        if set(info.get("names", {}).values()) >= names:
-            return {k: v for k, v in info.items() if k != "names"}
-    return None
+    info = json.loads((rec.artefact_dir / "aligner_info.json").read_text(encoding="utf-8"))
+    return {k: v for k, v in info.items() if k != "names"}
 
 
 def chat_content_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -203,7 +161,7 @@ def quantities(by_config: dict[str, dict[str, list[dict[str, Any]]]], aligner_in
         "chat_classifier_test_f1": round(100 * classifier["scores"]["test"]["f1"], 2)
         if classifier and "test" in classifier.get("scores", {}) else None,
     }
-    from ..release import compare_with_paper
+    from ...release import compare_with_paper
 
     cause = ("sample build: a few hand-written pages, not Common Crawl" if sample else
              "smaller or different inputs than the paper's 3.2M Common Crawl recipes")
@@ -211,21 +169,16 @@ def quantities(by_config: dict[str, dict[str, list[dict[str, Any]]]], aligner_in
         "mean_recipes_per_dish": "paper text says 6.54 (sd 7.22) but 48,852 / 4,262 = 11.46: both reported (spec §7)"})
 
 
-def manifest(result: BuildResult, cfg: MarcConfig, info: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
-    from ..models.nlp import ContentLemmatizer
+def models(cfg: MarcConfig, aligners: dict[str, str], classifier: str | None) -> dict[str, Any]:
+    """The manifest's models: the aligners' ids, the classifier's name and the lemmatizer's versions."""
+    from ...models.nlp import ContentLemmatizer
 
-    return {
-        "corpus": NAME, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
-        "config": to_dict(cfg), "inputs": result.input_fingerprints, "sample": info["sample"],
-        "models": {"aligners": models.get("aligners", {}), "chat_classifier": models.get("chat_classifier"),
-                   "lemmatizer": ContentLemmatizer(cfg.spacy_model).versions()},
-        "runtime": {"python": sys.version.split()[0], "platform": platform.platform(),
-                    "engine": info["engine"], "workers": info["workers"], "shard_size": info["shard_size"]},
-    }
+    return {"aligners": aligners, "chat_classifier": classifier,
+            "lemmatizer": ContentLemmatizer(cfg.spacy_model).versions()}
 
 
 def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: MarcConfig) -> dict[str, str]:
-    from ..ops.hmm_ibm1 import BEST_SETTINGS, HmmIbm1Config, stop_words
+    from ...ops.hmm_ibm1 import BEST_SETTINGS, HmmIbm1Config, stop_words
 
     clf = stats.get("chat_classifier") or {}
     scores = clf.get("scores") or {}
@@ -262,22 +215,11 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: MarcConfig) ->
 
 
 def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Write the release folder (built in a hidden sibling, gated, then moved into place)."""
-    from ..core.report import write_report
-    from ..release import (
-        gate,
-        render_card,
-        write_json_atomic,
-        write_readme,
-        write_split,
-    )
-
-    out_dir = Path(out_dir)
+    """The eight configs, the classifier files and the card, through the core's release flow."""
     text = _stage_rows(result, "text")
     videos = _stage_rows(result, "videos")
     pairs = _stage_rows(result, "pairs")
     joint = _stage_rows(result, "dishes")
-    stage = stage_release(out_dir)
 
     by_config: dict[str, dict[str, list[dict[str, Any]]]] = {c: {s: [] for s in SPLITS} for c in schema.CONFIG_FEATURES}
     for r in sorted(text + videos, key=lambda r: (r["dish_id"], r["modality"], r["recipe_id"])):
@@ -291,62 +233,35 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
     for j in sorted(joint, key=lambda j: j["dish_id"]):
         by_config["joint"][j["split"]].append({k: j[k] for k in schema.FEATURES["joint"]})
 
-    names = {v["source"]["chat_classifier"] for v in videos}
-    classifier = _classifier_files(cfg, Path(info["work_dir"]), names)
+    files: dict[str, Path | bytes | str] = {}
+    classifier = _classifier_files(result, {v["source"]["chat_classifier"] for v in videos})
     if classifier:
         by_config["chat_content"] = chat_content_rows(classifier["folder"])
-        models_dir = stage / "models"
-        models_dir.mkdir()
-        shutil.copyfile(classifier["folder"] / "model.json", models_dir / "chat_classifier.json")
-        shutil.copyfile(classifier["folder"] / "scores.json", models_dir / "chat_classifier_scores.json")
+        files["models/chat_classifier.json"] = classifier["folder"] / "model.json"
+        files["models/chat_classifier_scores.json"] = classifier["folder"] / "scores.json"
 
     aligners = {}
     for p in pairs:
         for key in ("model_a_to_b", "model_b_to_a"):
             name = p[key]
             aligners[name.split("@")[0]] = name
-    aligner_info = _aligner_info(Path(info["work_dir"]), set(aligners.values()))
-    stats: dict[str, Any] = {
-        "corpus": NAME,
-        "drops": dict(sorted(result.drop_counts().items())),
-        "counters": dict(sorted(result.counters().items())),
-        "steps": {k: v.as_dict() for k, v in result.steps.items()},
-        "quantities": quantities(by_config, aligner_info, classifier, info["sample"]),
-        "chat_classifier": {k: v for k, v in (classifier or {}).items() if k != "folder"} or None,
-        "aligner": {"preset": cfg.aligner, "models": aligners, "tokens": cfg.tokens,
-                    "min_counts": dict(zip(("text", "video"), cfg.min_counts())), **(aligner_info or {})},
-        "build": info,
-        "release": {},
-    }
-    n_drops = write_drops(stage / "drops.parquet", result)
-    if n_drops != sum(stats["drops"].values()):  # an invariant of the runner: fail loudly, even under python -O
-        raise RuntimeError(f"drops.parquet has {n_drops} rows but stats.json counts {sum(stats['drops'].values())}")
-    man = manifest(result, cfg, info, {"aligners": aligners, "chat_classifier": (classifier or {}).get("name")})
-    write_json_atomic(stage / "manifest.json", man)
-    (stage / "build_config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=True), encoding="utf-8")
-    report_videos = [{"video_id": v["recipe_id"], "duration": max(v["end"]) if v["end"] else None,
-                      "segments": [{"start": s, "end": e, "text": t}
-                                   for s, e, t in zip(v["start"], v["end"], v["instructions"])]} for v in videos]
-
-    if not any(by_config["recipes"].values()):
-        write_json_atomic(stage / "stats.json", stats)
-        write_report(stage / "report.html", title="MARC build report", stats=stats, videos=[])
-        publish(stage, out_dir)
-        raise BuildEmpty(f"no recipe survived the pipeline; statistics are in {out_dir}/stats.json")
-
-    splits = {c: [s for s in SPLITS if by_config[c][s]] for c in by_config}
-    splits = {c: s for c, s in splits.items() if s}
-    for c, sp in splits.items():
-        for s in sp:
-            write_split(stage, c, s, by_config[c][s], schema.features(c))
-    stats["release"] = {c: {s: len(by_config[c][s]) for s in splits[c]} for c in splits}
-    stats["release_empty_configs"] = sorted(c for c in by_config if c not in splits)
-    write_json_atomic(stage / "stats.json", stats)
-    body = render_card(CARD_TEMPLATE, card_context(stats, man, cfg))
-    features = {c: schema.features(c) for c in splits}
-    write_readme(stage, features_by_config=features, splits_by_config=splits, default_config=schema.DEFAULT_CONFIG,
-                 card=schema.CARD, title="MARC-style aligned recipe corpus", body=body)
-    write_report(stage / "report.html", title="MARC build report", stats=stats, videos=report_videos)
-    got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=schema.DEFAULT_CONFIG)
-    publish(stage, out_dir)
-    return got
+    aligner_info = _aligner_info(result) if aligners else None
+    spec = ReleaseSpec(
+        corpus=NAME, title="MARC-style aligned recipe corpus", report_title="MARC build report",
+        features={c: schema.features(c) for c in by_config}, default_config=schema.DEFAULT_CONFIG, card=schema.CARD,
+        card_template=CARD_TEMPLATE, split_order=SPLITS, rows=by_config, files=files,
+        models=models(cfg, aligners, (classifier or {}).get("name")),
+        stats_extra={
+            "quantities": quantities(by_config, aligner_info, classifier, info["sample"]),
+            "chat_classifier": {k: v for k, v in (classifier or {}).items() if k != "folder"} or None,
+            "aligner": {"preset": cfg.aligner, "models": aligners, "tokens": cfg.tokens,
+                        "min_counts": dict(zip(("text", "video"), cfg.min_counts())), **(aligner_info or {})},
+            "release_empty_configs": sorted(c for c in by_config if not any(by_config[c].values())),
+        },
+        card_context=lambda stats, man: card_context(stats, man, cfg),
+        report_videos=[{"video_id": v["recipe_id"], "duration": max(v["end"]) if v["end"] else None,
+                        "segments": [{"start": s, "end": e, "text": t}
+                                     for s, e, t in zip(v["start"], v["end"], v["instructions"])]} for v in videos],
+        input_keys=INPUT_KEYS,
+        empty="" if any(by_config["recipes"].values()) else "no recipe survived the pipeline")
+    return write_release(result, cfg, out_dir, info, spec)

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.records import Drop
-from ..ops import dishes
-from ..sources.schema_org import detect_language, instruction_units
-from .marc_config import MarcConfig
+from ...core.records import Drop
+from ...ops import dishes
+from ...sources.schema_org import detect_language, instruction_units
+from .config import MarcConfig
 
 STAGE = "text_recipes"
 _NON_WORD = re.compile(r"\W+")

@@ -12,12 +12,11 @@ Four pipelines, in run order (each stage cached per shard, so a killed build res
 * ``dishes``: the instruction graph of each dish -> joint alignment (maximum spanning forest, §3.8).
 
 Paraphrases (§3.9) and multi-step breakdowns (§3.10) are pure functions of the pairwise posteriors, computed by the
-release (``marc_build``).
+release (``marc.release``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterator
@@ -27,57 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from ..core.fingerprint import hash_obj
-from ..core.records import Count, Drop, Out, Row
-from ..core.step import FitInputs, Pipeline, Source, Step
-from ..ops import dishes as dish_ops
-from ..ops.joint_alignment import joint_alignment
-from .marc_config import MarcConfig
-from .marc_text import select_text_recipes
+from ...core.fingerprint import hash_obj
+from ...core.records import Count, Drop, Out, Row
+from ...core.step import FitInputs, Pipeline, Source, Step
+from ...ops import dishes as dish_ops
+from ...ops.joint_alignment import joint_alignment
+from .config import MarcConfig
+from .text import select_text_recipes
 
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "marc"
-SAMPLE_INPUTS = {
-    "warc": [SAMPLE_DIR / "recipes.warc.gz"],
-    "videos": SAMPLE_DIR / "video_candidates.jsonl",
-    "transcripts": SAMPLE_DIR / "raw_caption.json",
-    "youcook2": SAMPLE_DIR / "youcook2_annotations.json",
-    "youcook2_transcripts": SAMPLE_DIR / "youcook2_raw_caption.json",
-}
-INPUT_KEYS = ("warc", "pages", "videos", "transcripts", "youcook2", "youcook2_transcripts", "chat_model")
 NOUN_POS = frozenset({"NOUN", "PROPN"})
-
-
-def resolve_inputs(cfg: MarcConfig) -> tuple[MarcConfig, bool]:
-    """No input given -> the bundled sample; else web pages are required, and videos need their transcripts.
-
-    Every given path must exist (an error before any work starts).
-    """
-    given = [k for k in ("warc", "pages", "videos", "transcripts") if getattr(cfg, k)]
-    if not given:
-        cfg = dataclasses.replace(
-            cfg, warc=[str(p) for p in SAMPLE_INPUTS["warc"]],
-            **{k: str(v) for k, v in SAMPLE_INPUTS.items() if k != "warc" and not getattr(cfg, k)})
-        sample = True
-    else:
-        if not cfg.warc and not cfg.pages:
-            raise FileNotFoundError("marc needs web pages: --warc FILES|DIRS and/or --pages DIR "
-                                    "(give no input at all to build the bundled sample)")
-        if bool(cfg.videos) != bool(cfg.transcripts):
-            raise FileNotFoundError("--videos (video_candidates.jsonl) and --transcripts go together")
-        sample = False
-    if cfg.videos and cfg.classifier == "logreg" and not cfg.chat_model \
-            and not (cfg.youcook2 and cfg.youcook2_transcripts):
-        raise FileNotFoundError(
-            "the chat/content classifier (spec §3.5) needs training data: --youcook2 "
-            "youcookii_annotations_trainval.json and --youcook2-transcripts (their transcripts), or a trained "
-            "--chat-model model.json, or "
-            "--set classifier=none to keep every transcript sentence (a deviation from the paper)")
-    for key in INPUT_KEYS:
-        value = getattr(cfg, key)
-        for p in ([value] if isinstance(value, str) else list(value or [])):
-            if not Path(p).exists():
-                raise FileNotFoundError(f"--{key.replace('_', '-')}: {p} does not exist")
-    return cfg, sample
 
 
 def _steps_storable(steps: Any) -> list[dict[str, Any]]:
@@ -90,15 +47,17 @@ def _steps_storable(steps: Any) -> list[dict[str, Any]]:
 
 # ============================================================================ text pipeline (§3.1-§3.4, §3.6)
 class RecipePagesSource(Source):
-    """WARC files (§2.1; streamed with warcio) and a directory of HTML pages -> Schema.org recipe records (§3.1)."""
+    """Lists the web pages (§2.1): one cheap pointer per WARC record (file, offset, length; warcio reads only headers
+    and skips payloads) and per HTML file of ``pages``; records refused on their headers are drops here. Parsing is
+    the next step's, so a killed build resumes inside a long WARC file. ``limit`` keeps the first N pages."""
 
-    name = "read_recipe_pages"
-    version = "1"
+    name = "list_recipe_pages"
+    version = "2"
     config_keys = ("warc", "pages", "limit")
 
     def input_paths(self) -> list[Path]:
-        from ..sources.html_pages import list_pages
-        from ..sources.warc import find_warc_files
+        from ...sources.html_pages import list_pages
+        from ...sources.warc import find_warc_files
 
         paths = [p for p, _ in find_warc_files(self.cfg.warc)] if self.cfg.warc else []
         if self.cfg.pages:
@@ -106,23 +65,57 @@ class RecipePagesSource(Source):
         return paths
 
     def read(self) -> Iterator[Row | Drop | Count]:
-        from ..sources.html_pages import read_html_pages
-        from ..sources.schema_org import read_schema_recipes
-        from ..sources.warc import read_warc
+        from ...sources.html_pages import list_pages
+        from ...sources.warc import list_warc_records
 
         cfg = self.cfg
-        pages = chain(read_warc(cfg.warc) if cfg.warc else (), read_html_pages(cfg.pages) if cfg.pages else ())
+        warc = ({"page_id": x["record_id"], "kind": "warc", "path": x["path"], "offset": int(x["offset"]),
+                 "length": int(x["length"]), "warc_filename": x["warc_filename"]} if isinstance(x, dict) else x
+                for x in (list_warc_records(cfg.warc) if cfg.warc else ()))
+        pages = ({"page_id": key, "kind": "page", "path": str(path), "offset": -1, "length": -1,
+                  "warc_filename": ""} for key, path in (list_pages(cfg.pages) if cfg.pages else ()))
         n = 0
-        for item in read_schema_recipes(pages):
-            if not isinstance(item, dict):
-                yield item
-                continue
-            if cfg.limit is not None and n >= cfg.limit:
-                yield Count("limit_reached")
-                break
-            n += 1
-            yield {**item, "steps": _steps_storable(item["steps"]),
-                   "_key": f"{item['page_id']}#{item['recipe_index_in_page']}"}
+        for item in chain(warc, pages):
+            if isinstance(item, dict):
+                if cfg.limit is not None and n >= cfg.limit:
+                    yield Count("limit_reached")
+                    break
+                n += 1
+            yield item
+
+
+class ParseRecipePages(Step):
+    """§3.1: reads each listed page (one WARC record by offset, or one HTML file) and extracts its Schema.org recipes
+    (JSON-LD with repairs, microdata); a page gives one row per recipe, or a named drop."""
+
+    name = "read_recipe_pages"
+    version = "2"
+    id_field = "page_id"
+    parent_field = "page_id"
+    fan_out = True
+    config_keys = ()
+
+    def parent_id(self, item_id: str) -> str:
+        return item_id.split("#", 1)[0]
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ...sources.html_pages import read_html_page
+        from ...sources.schema_org import read_schema_recipes
+        from ...sources.warc import read_warc_record
+
+        for r in rows:
+            if r["kind"] == "warc":
+                items = read_warc_record(r["path"], r["offset"], r["length"], r["warc_filename"])
+            else:
+                items = read_html_page(r["page_id"], r["path"])
+            for item in read_schema_recipes(items):
+                if isinstance(item, Count):
+                    out.count(item.name, item.n)
+                elif isinstance(item, Drop):
+                    out.drop(item.item_id, item.reason, item.detail)
+                else:
+                    out.keep({**item, "steps": _steps_storable(item["steps"]),
+                              "_key": f"{item['page_id']}#{item['recipe_index_in_page']}"})
 
 
 class SelectTextRecipes(Step):
@@ -130,21 +123,44 @@ class SelectTextRecipes(Step):
     with >= 3 recipes (capped at 100), dish splits. Global decisions, so the work is done once in ``fit``."""
 
     name = "select_text_recipes"
-    version = "1"
+    version = "2"
     id_field = "recipe_id"
     config_keys = ("instruction_unit", "max_title_words", "min_steps", "title_word_quantile", "min_recipes_per_dish",
                    "max_recipes_per_dish", "test_dishes", "validation_dishes", "paper_dishes")
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        return select_text_recipes(inputs.data.rows(), self.cfg).outcome
+        """Global stage: the outcome of every record (its kept row or its drop), written as ``outcome.parquet``."""
+        import json
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        outcome = select_text_recipes(inputs.data.rows(), self.cfg).outcome
+        table = [{"key": k, "drop": [o.item_id, o.reason, o.detail] if isinstance(o, Drop) else None,
+                  "row": None if isinstance(o, Drop) else json.dumps(o, ensure_ascii=False)}
+                 for k, o in sorted(outcome.items())]
+        schema = pa.schema([("key", pa.string()), ("drop", pa.list_(pa.string())), ("row", pa.string())])
+        pq.write_table(pa.Table.from_pylist(table, schema=schema), inputs.artefact_dir / "outcome.parquet")
+        return {"records": len(table)}
+
+    def setup(self, state: Any) -> None:
+        import pyarrow.parquet as pq
+
+        from ...core.artefacts import artefact_dir
+
+        self.outcome = pq.read_table(artefact_dir(state) / "outcome.parquet")
+        self.index = {k: i for i, k in enumerate(self.outcome.column("key").to_pylist())}
 
     def process(self, rows: list[Row], out: Out) -> None:
+        import json
+
         for r in rows:
-            o = self.state[r["_key"]]
-            if isinstance(o, Drop):
-                out.drop(o.item_id, o.reason, o.detail)
+            i = self.index[r["_key"]]
+            drop = self.outcome.column("drop")[i].as_py()
+            if drop is not None:
+                out.drop(*drop)
             else:
-                out.keep(o)
+                out.keep(json.loads(self.outcome.column("row")[i].as_py()))
 
 
 class IngredientTerms(Step):
@@ -157,7 +173,7 @@ class IngredientTerms(Step):
     config_keys = ("spacy_model",)
 
     def setup(self, state: Any) -> None:
-        from ..models.nlp import ContentLemmatizer
+        from ...models.nlp import ContentLemmatizer
 
         self.lemmatize = ContentLemmatizer(self.cfg.spacy_model, pos=NOUN_POS)
 
@@ -180,18 +196,12 @@ class VideoCandidatesSource(Source):
 
     name = "read_video_candidates"
     config_keys = ("videos",)
-
-    def input_paths(self) -> list[Path]:
-        """The candidates and every input file of the video steps (transcripts, classifier data or model): a changed
-        file re-runs the video pipeline (transcript directories are keyed by their path only)."""
-        paths = [getattr(self.cfg, k) for k in ("videos", "transcripts", "youcook2", "youcook2_transcripts",
-                                                 "chat_model")]
-        return [Path(p) for p in paths if p and Path(p).is_file()] if self.cfg.videos else []
+    input_keys = ("videos",)
 
     def read(self) -> Iterator[Row | Drop | Count]:
         if not self.cfg.videos:
             return
-        from ..sources.video_candidates import read_video_candidates
+        from ...sources.video_candidates import read_video_candidates
 
         by_dish, drops = read_video_candidates(self.cfg.videos)
         yield from drops
@@ -215,17 +225,27 @@ class DishVideos(Step):
     """Keep candidates of the corpus's dishes (those with >= 3 text recipes), with their dish name and split."""
 
     name = "dish_videos"
+    version = "2"
     id_field = "_key"
     side_inputs = ("text",)
     config_keys = ()
 
-    def fit(self, inputs: FitInputs) -> dict[str, dict[str, Any]]:
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        from ...core.artefacts import save_json
+
         dishes = _dish_table(inputs.side["text"])
-        return {k: {kk: vv for kk, vv in v.items() if kk != "terms"} for k, v in dishes.items()}
+        save_json(inputs.artefact_dir, "dishes",
+                  {k: {kk: vv for kk, vv in v.items() if kk != "terms"} for k, v in dishes.items()})
+        return {"dishes": len(dishes)}
+
+    def setup(self, state: Any) -> None:
+        from ...core.artefacts import artefact_dir, load_json
+
+        self.dishes = load_json(artefact_dir(state), "dishes")
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
-            d = self.state.get(r["dish_id"])
+            d = self.dishes.get(r["dish_id"])
             if d is None:
                 out.drop(r["_key"], "dish_not_in_corpus", r["dish_id"])
             else:
@@ -238,31 +258,36 @@ class LoadTranscript(Step):
     ``non_english_transcript`` (py3langid, §6)."""
 
     name = "load_transcript"
-    version = "1"
+    version = "2"
     id_field = "_key"
     config_keys = ("transcripts", "require_english_transcript")
+    input_keys = ("transcripts",)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        from ..sources.transcripts import open_transcripts
+        """Global stage: a ``raw_caption.json`` is split once into one file per wanted video (artefact ``videos/``)."""
+        from ...core.artefacts import save_json
+        from ...sources.transcripts import open_transcripts
 
         wanted = {r["video_id"] for r in inputs.data.rows(["video_id"])}
         if not wanted:  # no video input (a text-only build) or no candidate of a corpus dish
-            return {"root": None, "wanted": []}
-        root = Path(inputs.work_dir) / "videos"
-        open_transcripts(self.cfg.transcripts, root, wanted)  # split a raw_caption.json once (cached)
-        return {"root": str(root), "wanted": sorted(wanted)}
+            return {"root": None}
+        save_json(inputs.artefact_dir, "wanted", sorted(wanted))
+        open_transcripts(self.cfg.transcripts, inputs.artefact_dir / "videos", wanted)
+        return {"root": "videos"}
 
     def setup(self, state: Any) -> None:
-        from ..sources.transcripts import open_transcripts
+        from ...core.artefacts import artefact_dir, load_json
+        from ...sources.transcripts import open_transcripts
 
         self.store = None
         if state["root"] is not None:
-            self.store = open_transcripts(self.cfg.transcripts, state["root"], set(state["wanted"]))
+            root = artefact_dir(state)
+            self.store = open_transcripts(self.cfg.transcripts, root / state["root"], set(load_json(root, "wanted")))
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ..models.chat_classifier import read_transcript, transcript_sentences
-        from ..sources.schema_org import detect_language
-        from ..sources.transcripts import TranscriptError
+        from ...models.chat_classifier import read_transcript, transcript_sentences
+        from ...sources.schema_org import detect_language
+        from ...sources.transcripts import TranscriptError
 
         for r in rows:
             try:
@@ -284,54 +309,59 @@ class LoadTranscript(Step):
                       "sentences": [{"text": x, "start": s, "end": e} for x, s, e in sents]})
 
 
-def aligner_dir(work_dir: str | Path) -> Path:
-    return Path(work_dir) / "aligners"
-
-
-def classifier_dir(work_dir: str | Path) -> Path:
-    return Path(work_dir) / "chat_classifier"
-
-
 class ChatFilter(Step):
     """§3.5 / A.1.3: remove chat sentences with the chat/content classifier (threshold 0.5), then drop videos with
     no content (``all_chat``), more than ``max_video_sentences`` (``too_many_sentences``) or fewer than
     ``min_video_sentences`` (``too_few_sentences``) sentences left.
 
-    ``fit`` trains the ``logreg`` classifier on YouCook2 labels (or loads ``chat_model``) once and stores it, with its
-    labelled sentences (the ``chat_content`` config) and scores, under ``<work_dir>/chat_classifier/<fingerprint>/``.
+    Global stage: ``fit`` trains the ``logreg`` classifier on YouCook2 labels (or loads ``chat_model``) once and
+    writes it to its artefact folder with its labelled sentences (the ``chat_content`` config) and scores:
+    ``model.json``, ``sentences.parquet``, ``scores.json``. The training files and the model file key its cache.
     """
 
     name = "chat_filter"
-    version = "1"
+    version = "2"
     id_field = "_key"
     uses_model = True
     config_keys = ("classifier", "chat_model", "youcook2", "youcook2_transcripts", "embedding_model",
                    "chat_threshold", "max_video_sentences", "min_video_sentences")
+    input_keys = ("chat_model", "youcook2", "youcook2_transcripts")
+
+    def gpus(self) -> float:
+        return 1.0 if str(self.cfg.device).startswith("cuda") else 0.0
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         if self.cfg.classifier == "none" or not any(True for _ in inputs.data.rows(["_key"])):
-            return {"name": "none", "path": None}
-        from ..core.config import ConfigError
-        from ..models.chat_classifier import ChatClassifier
+            return {"name": "none", "model": None}
+        from ...core.config import ConfigError
+        from ...models.chat_classifier import ChatClassifier
 
         try:
             if self.cfg.chat_model:
                 model = ChatClassifier.load(self.cfg.chat_model)
-                return {"name": model.name, "path": str(self.cfg.chat_model)}
-            model_path = train_chat_classifier(self.cfg, Path(inputs.work_dir))
-            return {"name": ChatClassifier.load(model_path).name, "path": str(model_path)}
+                model.save(inputs.artefact_dir / "model.json")
+                return {"name": model.name, "model": "model.json", "trained": False}
+            model_path = train_chat_classifier(self.cfg, inputs.artefact_dir)
+            return {"name": ChatClassifier.load(model_path).name, "model": "model.json", "trained": True}
         except ValueError as e:  # a bad model file, or training data without both labels / a validation split
             raise ConfigError(f"chat/content classifier: {e}") from e
 
     def setup(self, state: Any) -> None:
         self.state = state
         self.model = None
-        if state["path"]:
-            from ..models.chat_classifier import ChatClassifier
-            from ..models.text_encoder import get_encoder
+        if state["model"]:
+            from ...core.artefacts import artefact_dir
+            from ...models.chat_classifier import ChatClassifier
+            from ...models.text_encoder import get_encoder
 
-            self.model = ChatClassifier.load(state["path"])
+            self.model = ChatClassifier.load(artefact_dir(state) / state["model"])
             self.encoder = get_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+
+    def teardown(self) -> None:
+        from ...models.text_encoder import release_encoder
+
+        release_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+        self.model = self.encoder = None
 
     def process(self, rows: list[Row], out: Out) -> None:
         cfg = self.cfg
@@ -357,27 +387,21 @@ class ChatFilter(Step):
                           "chat_classifier": self.state["name"]})
 
 
-def train_chat_classifier(cfg: MarcConfig, work_dir: Path) -> Path:
-    """Train the ``logreg`` chat/content classifier on YouCook2 (A.1.3, spec §3.5) once per inputs and config;
-    writes ``model.json``, ``sentences.parquet`` (the labelled sentences) and ``scores.json``. Returns the model path.
+def train_chat_classifier(cfg: MarcConfig, folder: Path) -> Path:
+    """Train the ``logreg`` chat/content classifier on YouCook2 (A.1.3, spec §3.5) into ``folder``: ``model.json``,
+    ``sentences.parquet`` (the labelled sentences) and ``scores.json``. Returns the model path.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..core.fingerprint import file_fingerprint
-    from ..models.chat_classifier import labelled_sentences, train_logreg
-    from ..models.text_encoder import get_encoder
-    from ..release import write_json_atomic
-    from ..sources.transcripts import open_transcripts
-    from ..sources.youcook2 import read_youcook2_annotations
+    from ...models.chat_classifier import labelled_sentences, train_logreg
+    from ...models.text_encoder import get_encoder
+    from ...release import write_json_atomic
+    from ...sources.transcripts import open_transcripts
+    from ...sources.youcook2 import read_youcook2_annotations
 
-    key = hash_obj("chat_classifier", file_fingerprint(cfg.youcook2)["sha256"],
-                   file_fingerprint(cfg.youcook2_transcripts)["sha256"] if Path(cfg.youcook2_transcripts).is_file()
-                   else str(cfg.youcook2_transcripts), cfg.embedding_model, cfg.chat_threshold)[:16]
-    folder = classifier_dir(work_dir) / key
+    folder = Path(folder)
     model_path = folder / "model.json"
-    if model_path.exists():
-        return model_path
     folder.mkdir(parents=True, exist_ok=True)
     videos, bad = read_youcook2_annotations(cfg.youcook2)
     store = open_transcripts(cfg.youcook2_transcripts, folder, set(videos))
@@ -461,13 +485,18 @@ class VideoRecipe(Step):
     side_inputs = ("text",)
     config_keys = ("spacy_model",)
 
-    def fit(self, inputs: FitInputs) -> dict[str, list[str]]:
-        return {k: sorted(v["terms"]) for k, v in _dish_table(inputs.side["text"]).items()}
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        from ...core.artefacts import save_json
+
+        table = {k: sorted(v["terms"]) for k, v in _dish_table(inputs.side["text"]).items()}
+        save_json(inputs.artefact_dir, "dish_terms", table)
+        return {"dishes": len(table)}
 
     def setup(self, state: Any) -> None:
-        from ..models.nlp import ContentLemmatizer
+        from ...core.artefacts import artefact_dir, load_json
+        from ...models.nlp import ContentLemmatizer
 
-        self.vocab = {k: set(v) for k, v in state.items()}
+        self.vocab = {k: set(v) for k, v in load_json(artefact_dir(state), "dish_terms").items()}
         self.lemmatize = ContentLemmatizer(self.cfg.spacy_model, pos=NOUN_POS)
 
     def process(self, rows: list[Row], out: Out) -> None:
@@ -542,41 +571,6 @@ def _directions(pair_type: str) -> tuple[str, str]:
     return pair_type, pair_type
 
 
-class Tokenizer:
-    """§3.7 tokens: NFKC-casefolded ``\\w+`` minus spaCy stop words; the ablation ``tokens: nouns | nouns_verbs``
-    first keeps only the words whose PTB tag is NN* (+ VB*) (paper Tables 2-3)."""
-
-    def __init__(self, mode: str, spacy_model: str) -> None:
-        from ..ops.hmm_ibm1 import stop_words
-
-        self.mode = mode
-        self.stop = stop_words()
-        self.spacy_model = spacy_model
-        self._nlp = None
-        self._memo: dict[str, list[str]] = {}
-
-    def _tagged(self, texts: list[str]) -> None:
-        if self._nlp is None:
-            import spacy
-
-            self._nlp = spacy.load(self.spacy_model, disable=["parser", "ner", "lemmatizer"])
-        prefixes = ("NN",) if self.mode == "nouns" else ("NN", "VB")
-        from ..ops.hmm_ibm1 import tokenize
-
-        for text, doc in zip(texts, self._nlp.pipe(texts, batch_size=256)):
-            self._memo[text] = tokenize(" ".join(t.text for t in doc if t.tag_.startswith(prefixes)), self.stop)
-
-    def __call__(self, instructions: list[str]) -> list[list[str]]:
-        from ..ops.hmm_ibm1 import tokenize
-
-        if self.mode == "all":
-            return [tokenize(x, self.stop) for x in instructions]
-        todo = list(dict.fromkeys(x for x in instructions if x not in self._memo))
-        if todo:
-            self._tagged(todo)
-        return [self._memo[x] for x in instructions]
-
-
 def _model_fingerprint(model: Any) -> str:
     return hash_obj(model.config.to_dict(), sorted(model.vocabulary.items()), model.keys.tobytes().hex()[:64],
                     float(model.t.sum()), sorted(model.jump.items()), len(model.keys))[:12]
@@ -592,20 +586,22 @@ class HmmIbm1Align(Step):
     """
 
     name = "hmm_ibm1"
-    version = "1"
+    version = "2"
     id_field = "pair_id"
     side_inputs = ("text", "videos")
     config_keys = ("aligner", "text_min_count", "video_min_count", "tokens", "spacy_model")
 
     def _config(self) -> Any:
-        from ..ops.hmm_ibm1 import HmmIbm1Config
+        from ...ops.hmm_ibm1 import HmmIbm1Config
 
         return HmmIbm1Config.best() if self.cfg.aligner == "best" else HmmIbm1Config.paper()
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         from collections import Counter
 
-        from ..ops.hmm_ibm1 import HmmIbm1
+        from ...ops.hmm_ibm1 import HmmIbm1
+
+        from ...models.tokens import Tokenizer
 
         tok = Tokenizer(self.cfg.tokens, self.cfg.spacy_model)
         text_min, video_min = self.cfg.min_counts()
@@ -644,15 +640,26 @@ class HmmIbm1Align(Step):
                 "train_pairs": {k: len(v) for k, v in sorted(train.items())},
                 "jump": {k: {str(d): round(p, 6) for d, p in sorted(m.jump.items())} for k, m in models.items()},
                 "em_seconds": {k: round(m.timings.get("em", 0.0), 3) for k, m in models.items()}}
-        from ..release import write_json_atomic
+        from ...core.artefacts import save_arrays, save_json
 
-        folder = aligner_dir(Path(inputs.work_dir))
-        folder.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(folder / f"{hash_obj(sorted(names.values()))[:16]}.json", info)
-        return {"models": models, "names": names}
+        for name, model in models.items():
+            arrays, meta = model.to_state()
+            save_arrays(inputs.artefact_dir, f"model_{name}", arrays, meta)
+        save_json(inputs.artefact_dir, "aligner_info", info)
+        return {"names": names}
 
     def setup(self, state: Any) -> None:
-        self.state = state
+        from ...core.artefacts import artefact_dir, load_arrays
+        from ...ops.hmm_ibm1 import HmmIbm1
+
+        root = artefact_dir(state)
+        models = {}
+        for name in state["names"]:
+            arrays, meta = load_arrays(root, f"model_{name}", with_meta=True)
+            models[name] = HmmIbm1.from_state(arrays, meta)
+        self.state = {"models": models, "names": state["names"]}
+        from ...models.tokens import Tokenizer
+
         self.tok = Tokenizer(self.cfg.tokens, self.cfg.spacy_model)
 
     def process(self, rows: list[Row], out: Out) -> None:
@@ -755,7 +762,7 @@ class JointAlignment(Step):
 def pipelines(cfg: MarcConfig, shard_size: int = 64) -> list[Pipeline]:
     """The four pipelines of the corpus, in run order."""
     return [
-        Pipeline("text", RecipePagesSource(cfg), [SelectTextRecipes(cfg), IngredientTerms(cfg)],
+        Pipeline("text", RecipePagesSource(cfg), [ParseRecipePages(cfg), SelectTextRecipes(cfg), IngredientTerms(cfg)],
                  shard_size=max(shard_size, 256)),
         Pipeline("videos", VideoCandidatesSource(cfg),
                  [DishVideos(cfg), LoadTranscript(cfg), ChatFilter(cfg), PickVideos(cfg), VideoRecipe(cfg)],

@@ -1,11 +1,11 @@
-"""builders.corpora.marc_text: instructions, the five recipe filters, dishes and splits (marc.md §3.2-§3.4)."""
+"""builders.corpora.marc.text: instructions, the five recipe filters, dishes and splits (marc.md §3.2-§3.4)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from builders.corpora.marc_config import MarcConfig
-from builders.corpora.marc_text import recipe_id, select_text_recipes
+from builders.corpora.marc.config import MarcConfig
+from builders.corpora.marc.text import recipe_id, select_text_recipes
 from builders.ops.dishes import sha1_hex
 from builders.sources.html_pages import read_html_pages
 from builders.sources.schema_org import read_schema_recipes

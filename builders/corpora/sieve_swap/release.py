@@ -1,4 +1,5 @@
-"""The ``sieve_swap`` corpus as the build CLI sees it: flags, config, pipelines and the release folder.
+"""The ``sieve_swap`` release: rows of each config, the paper quantities and the card context, handed to the core's
+release flow (``builders.core.release_flow``).
 
 Release layout (specs/sieve_swap.md §4, specs/releases.md §1)::
 
@@ -10,38 +11,24 @@ Release layout (specs/sieve_swap.md §4, specs/releases.md §1)::
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from loading_scripts import sieve_swap as schema
 
-from .. import __version__ as TOOLKIT_VERSION
-from ..core.config import to_dict
-from ..core.driver import BuildEmpty
-from ..core.orchestrate import BuildResult
-from ..release import (
-    git_commit,
-    md_table,
-    publish,
-    stage_release,
-    stats_tables,
-    write_drops,
-)
-from .sieve_swap import pipelines, resolve_inputs  # noqa: F401  (the corpus interface)
-from .sieve_swap_config import SieveSwapConfig
+from ... import __version__ as TOOLKIT_VERSION
+from ...core.orchestrate import BuildResult
+from ...core.release_flow import ReleaseSpec, write_release
+from ...release import md_table, stats_tables
+from .config import SieveSwapConfig
+from .flags import INPUT_KEYS
 
 NAME = "sieve_swap"
-Config = SieveSwapConfig
-DEFAULT_SHARD_SIZE = 8
-CARD_TEMPLATE = Path(__file__).resolve().parents[2] / "cards" / "sieve_swap.md"
+CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "sieve_swap.md"
 
 #: paper 004 §4.2, supp. A (Fig. 5-6) and spec §7: full-scale statistics next to which a build is reported
 PAPER_QUANTITIES: dict[str, float | None] = {
@@ -53,34 +40,7 @@ PAPER_QUANTITIES: dict[str, float | None] = {
 }
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("sieve_swap inputs (none given = the bundled sample)")
-    g.add_argument("--videos", help="HowTo100M_v1.csv, or a csv/jsonl with at least video_id")
-    g.add_argument("--tasks", help="task_ids.csv (task_id<TAB>task_name)")
-    g.add_argument("--titles", help="video titles: csv video_id,title or jsonl")
-    g.add_argument("--durations", help="video durations: csv video_id,duration or vid_id,duration,total_frame")
-    g.add_argument("--transcripts", help="HowTo100M raw_caption.json, or a directory of WhisperX <video_id>.json")
-    g.add_argument("--recipes", help="RecipeNLG full_dataset.csv")
-    g.add_argument("--exclude", action="append", default=None,
-                   help="id list to exclude (YouCook2 annotations json, *_list.txt, one id per line); repeatable")
-
-
-def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    out = {k: getattr(args, k) for k in ("videos", "tasks", "titles", "durations", "transcripts", "recipes")
-           if getattr(args, k, None)}
-    if getattr(args, "exclude", None):
-        out["exclude"] = list(args.exclude)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------- release rows
-def _stage(result: BuildResult, name: str):
-    for stage, data in result.stage_dirs:
-        if stage == name:
-            return data
-    raise KeyError(name)
-
-
 def _f(x: Any) -> float:
     return float(np.float32(x))
 
@@ -98,7 +58,7 @@ def raw_asr_row(r: dict[str, Any]) -> dict[str, Any]:
 def recipe_rows(result: BuildResult, videos: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """R² (recipes in >= 1 kept pair after the content sieve) with the number of final segments using each as top-1."""
     r2 = set()
-    for r in _stage(result, "content_sieve").rows(["recipe_ids"]):
+    for r in result.stage("content_sieve").rows(["recipe_ids"]):
         r2.update(r["recipe_ids"])
     top1 = Counter(s["recipe_id"] for v in videos for s in v["segments"])
     keys = schema.FEATURES["recipes"].keys()
@@ -126,25 +86,20 @@ def quantities(result: BuildResult, videos: list[dict[str, Any]], sample: bool) 
         "distinct_recipes_used": len({s["recipe_id"] for v in videos for s in v["segments"]}),
         "recipes_with_steps": kept.get("recipe_lemmas"),
     }
-    from ..release import compare_with_paper
+    from ...release import compare_with_paper
 
     cause = ("sample build: not the full HowTo100M / RecipeNLG inputs" if sample else
              "check the title source (YouTube titles vs task names), the ASR source and title_match")
     return compare_with_paper(value, PAPER_QUANTITIES, cause)
 
 
-def manifest(result: BuildResult, cfg: SieveSwapConfig, info: dict[str, Any]) -> dict[str, Any]:
-    from ..models.nlp import ContentLemmatizer
-    from ..models.text_encoder import SentenceEncoder
+def models(cfg: SieveSwapConfig) -> dict[str, Any]:
+    """Model ids and package versions for the manifest and the card."""
+    from ...models.nlp import ContentLemmatizer
+    from ...models.text_encoder import SentenceEncoder
 
-    return {
-        "corpus": NAME, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
-        "config": to_dict(cfg), "inputs": result.input_fingerprints, "sample": info["sample"],
-        "models": {"sentence_encoder": SentenceEncoder(cfg.embedding_model).versions(),
-                   "lemmatizer": ContentLemmatizer(cfg.spacy_model).versions()},
-        "runtime": {"python": sys.version.split()[0], "platform": platform.platform(),
-                    "engine": info["engine"], "workers": info["workers"], "shard_size": info["shard_size"]},
-    }
+    return {"sentence_encoder": SentenceEncoder(cfg.embedding_model).versions(),
+            "lemmatizer": ContentLemmatizer(cfg.spacy_model).versions()}
 
 
 def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfig) -> dict[str, str]:
@@ -168,70 +123,38 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfi
 
 
 def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Write the release folder (built in a hidden sibling, gated, then moved into place)."""
-    from ..core.report import write_report
-    from ..release import gate, write_json_atomic, write_readme, write_split
-
-    out_dir = Path(out_dir)
+    """The ``default``, ``raw_asr`` and ``recipes`` configs and the YouCook2-format files, through the core's release
+    flow (built in a hidden sibling, gated, then swapped into place)."""
     videos = list(result.outputs["videos"].rows())
-    stage = stage_release(out_dir)
-
-    stats: dict[str, Any] = {
-        "corpus": NAME,
-        "drops": dict(sorted(result.drop_counts().items())),
-        "counters": dict(sorted(result.counters().items())),
-        "steps": {k: v.as_dict() for k, v in result.steps.items()},
-        "quantities": quantities(result, videos, info["sample"]),
-        "build": info,
-        "release": {},
-    }
-    n_drops = write_drops(stage / "drops.parquet", result)
-    if n_drops != sum(stats["drops"].values()):  # an invariant of the runner: fail loudly, even under python -O
-        raise RuntimeError(f"drops.parquet has {n_drops} rows but stats.json counts {sum(stats['drops'].values())}")
-    man = manifest(result, cfg, info)
-    write_json_atomic(stage / "manifest.json", man)
-    (stage / "build_config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=True), encoding="utf-8")
-
+    man_models = models(cfg)
+    spec = ReleaseSpec(
+        corpus=NAME, title="Sieve & Swap", report_title="Sieve & Swap build report", features=schema.FEATURES,
+        default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
+        split_order=("train", "validation"), rows={c: {} for c in schema.FEATURES}, models=man_models,
+        stats_extra={"quantities": quantities(result, videos, info["sample"])},
+        card_context=lambda stats, man: card_context(stats, man, cfg), report_videos=videos,
+        input_keys=(*INPUT_KEYS, "exclude"))
     if not videos:
-        write_json_atomic(stage / "stats.json", stats)
-        write_report(stage / "report.html", title="Sieve & Swap build report", stats=stats, videos=[])
-        publish(stage, out_dir)
-        raise BuildEmpty(f"no video survived the pipeline; statistics are in {out_dir}/stats.json")
-
+        spec.empty = "no video survived the pipeline"
+        return write_release(result, cfg, out_dir, info, spec)
     recipes = recipe_rows(result, videos)
-    by_config = {
+    spec.rows = {
         "default": {s: [default_row(v) for v in videos if v["split"] == s] for s in schema.SPLITS["default"]},
         "raw_asr": {s: [raw_asr_row(v) for v in videos if v["split"] == s] for s in schema.SPLITS["raw_asr"]},
         "recipes": {"train": recipes},
     }
-    splits = {c: [s for s, rows in sp.items() if rows] for c, sp in by_config.items()}
-    for c, sp in by_config.items():
-        for s, rows in sp.items():
-            if rows:
-                write_split(stage, c, s, rows, schema.FEATURES[c])
-    stats["release"] = {c: {s: len(by_config[c][s]) for s in splits[c]} for c in splits}
-
-    yc2 = stage / "yc2format"
-    yc2.mkdir()
     tags = {"train": "train", "validation": "valid"}
-    for s in splits["default"]:
+    for s in schema.SPLITS["default"]:
         rows = [v for v in videos if v["split"] == s]
+        if not rows:
+            continue
         for raw, suffix in ((False, "yc2format_clean"), (True, "raw_transcript")):
-            path = yc2 / f"sieve_swap_{tags[s]}_{len(rows)}_{suffix}.json"
-            path.write_text(json.dumps(schema.to_yc2_format(rows, raw=raw), ensure_ascii=False), encoding="utf-8")
-
-    write_json_atomic(stage / "stats.json", stats)
-    body = schema_card_body(stats, man, cfg)
-    write_readme(stage, features_by_config=schema.FEATURES, splits_by_config=splits,
-                 default_config=schema.DEFAULT_CONFIG, card=schema.CARD, title="Sieve & Swap", body=body)
-    write_report(stage / "report.html", title="Sieve & Swap build report", stats=stats, videos=videos)
-    got = gate(stage, features_by_config={c: schema.FEATURES[c] for c in splits}, splits_by_config=splits,
-               default_config=schema.DEFAULT_CONFIG)
-    publish(stage, out_dir)
-    return got
+            spec.files[f"yc2format/sieve_swap_{tags[s]}_{len(rows)}_{suffix}.json"] = json.dumps(
+                schema.to_yc2_format(rows, raw=raw), ensure_ascii=False)
+    return write_release(result, cfg, out_dir, info, spec)
 
 
 def schema_card_body(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfig) -> str:
-    from ..release import render_card
+    from ...release import render_card
 
     return render_card(CARD_TEMPLATE, card_context(stats, man, cfg))

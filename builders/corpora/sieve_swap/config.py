@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.config import ConfigError
+from ...core.config import ConfigError
 
 #: Paper 004 §4.2 "ignore generic recipe words such as 'make', 'prepare', and 'bake'".
 PAPER_GENERIC_WORDS = ("make", "prepare", "bake")
@@ -50,6 +50,9 @@ class SieveSwapConfig:
     retrieval_pool: str = "global"
     device: str = "cpu"
     encode_batch_size: int = 64
+    #: the recipe-step pool is embedded and cached in blocks of this many distinct steps, so a killed build resumes
+    #: inside the pool (a block's vectors depend in their last bits on the block: keep it fixed across resumes)
+    pool_chunk_size: int = 65536
     search_block_queries: int = 2048     # blocked exact search (spec §9): a 2048 x 16384 float32 score
     search_block_keys: int = 16384       # buffer is 128 MiB; raise both on a GPU
     # ---- §3.6 merge (supp. A.2)
@@ -68,8 +71,8 @@ class SieveSwapConfig:
                 raise ConfigError(f"{name} must lie in [0, 1]")
         if not -1.0 <= self.sim_threshold <= 1.0:
             raise ConfigError("sim_threshold is a cosine: it must lie in [-1, 1]")
-        if self.top_k < 1 or self.title_min_shared < 1 or self.min_videos_per_task < 1:
-            raise ConfigError("top_k, title_min_shared and min_videos_per_task must be >= 1")
+        if self.top_k < 1 or self.title_min_shared < 1 or self.min_videos_per_task < 1 or self.pool_chunk_size < 1:
+            raise ConfigError("top_k, title_min_shared, min_videos_per_task and pool_chunk_size must be >= 1")
         if self.limit is not None and self.limit < 1:
             raise ConfigError("limit must be >= 1")
 

@@ -6,7 +6,10 @@ Two pipelines (specs/sieve_swap.md §3):
 * ``videos``: HowTo100M metadata -> video corpus V (§3.1) -> title sieve V¹ (Eq. 5) -> content sieve V² and the
   train/validation split (§3.4) -> swap (Eq. 6-7) -> merge (supp. A.2).
 
-``release`` turns the final rows into the ``default``, ``raw_asr`` and ``recipes`` configs.
+Global stages (``recipe_dedup``, ``exclusion_filter``, ``load_transcript``, ``task_size_filter``, the two sieves'
+recipe index and ``swap``'s recipe-step pool) write their artefacts to their stage folder and are cached there, so a
+resumed build never recomputes them. ``release`` turns the final rows into the ``default``, ``raw_asr`` and
+``recipes`` configs.
 """
 
 from __future__ import annotations
@@ -18,55 +21,16 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .. import __version__ as TOOLKIT_VERSION
-from ..core.records import Count, Drop, Out, Row
-from ..core.step import FitInputs, Pipeline, Source, Step
-from ..ops import merge as merge_ops
-from ..ops import sieve as sieve_ops
-from ..ops import swap as swap_ops
-from ..ops.text import clean, has_alpha
-from ..sources import exclusions, howto100m, recipenlg, transcripts
-from .sieve_swap_config import SieveSwapConfig
-
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "samples" / "sieve_swap"
-SAMPLE_INPUTS = {
-    "videos": SAMPLE_DIR / "HowTo100M_v1.csv",
-    "tasks": SAMPLE_DIR / "task_ids.csv",
-    "titles": SAMPLE_DIR / "video_titles.csv",
-    "durations": SAMPLE_DIR / "video_durations.csv",
-    "transcripts": SAMPLE_DIR / "raw_caption.json",
-    "recipes": SAMPLE_DIR / "recipes.csv",
-}
-SAMPLE_EXCLUDE = SAMPLE_DIR / "exclude_ids.txt"
-REQUIRED_INPUTS = ("videos", "transcripts", "recipes")
-INPUT_KEYS = ("videos", "tasks", "titles", "durations", "transcripts", "recipes")
-
-
-def resolve_inputs(cfg: SieveSwapConfig) -> tuple[SieveSwapConfig, bool]:
-    """With no input given use the bundled sample; otherwise require videos, transcripts and recipes.
-
-    Every given path must exist: a missing input is an error before any work starts.
-    """
-    import dataclasses
-
-    given = {k: getattr(cfg, k) for k in INPUT_KEYS if getattr(cfg, k)}
-    if not given:
-        cfg = dataclasses.replace(cfg, **{k: str(v) for k, v in SAMPLE_INPUTS.items()},
-                                  exclude=list(cfg.exclude) or [str(SAMPLE_EXCLUDE)])
-        sample = True
-    else:
-        missing = [k for k in REQUIRED_INPUTS if k not in given]
-        if missing:
-            raise FileNotFoundError("sieve_swap needs --" + ", --".join(missing) +
-                                    " when any input is given (give none to build the bundled sample)")
-        sample = False
-    for key in (*INPUT_KEYS, "exclude"):
-        paths = getattr(cfg, key)
-        for p in ([paths] if isinstance(paths, str) else list(paths or [])):
-            if not Path(p).exists():
-                raise FileNotFoundError(f"--{key}: {p} does not exist")
-    return cfg, sample
-
+from ... import __version__ as TOOLKIT_VERSION
+from ...core.artefacts import artefact_dir, load_arrays, load_json, save_arrays, save_json
+from ...core.records import Count, Drop, Out, Row
+from ...core.step import FitInputs, Pipeline, Source, Step
+from ...ops import merge as merge_ops
+from ...ops import sieve as sieve_ops
+from ...ops import swap as swap_ops
+from ...ops.text import clean, has_alpha
+from ...sources import exclusions, howto100m, recipenlg, transcripts
+from .config import SieveSwapConfig
 
 # ============================================================================ recipes pipeline (§3.2)
 class RecipeNLGSource(Source):
@@ -74,9 +38,7 @@ class RecipeNLGSource(Source):
 
     name = "read_recipes"
     config_keys = ("recipes",)
-
-    def input_paths(self) -> list[Path]:
-        return [Path(self.cfg.recipes)]
+    input_keys = ("recipes",)
 
     def read(self) -> Iterator[Row | Drop | Count]:
         yield from recipenlg.read_recipenlg(self.cfg.recipes)
@@ -102,31 +64,44 @@ class RecipeClean(Step):
 
 
 def _dedup_key(r: Row) -> str:
-    from ..core.fingerprint import hash_obj
+    from ...core.fingerprint import hash_obj
 
     return hash_obj(" ".join(r["title"].casefold().split()), r["directions"])
 
 
 class RecipeDedup(Step):
-    """Exact duplicates (casefolded, whitespace-collapsed title and same cleaned steps) keep the lowest id (§3.2)."""
+    """Exact duplicates (casefolded, whitespace-collapsed title and same cleaned steps) keep the lowest id (§3.2).
+
+    Global stage: ``fit`` writes the duplicates (recipe id -> the id it repeats) as the artefact ``duplicates.npz``."""
 
     name = "recipe_dedup"
+    version = "2"
     id_field = "recipe_id"
     config_keys = ()
 
-    def fit(self, inputs: FitInputs) -> dict[str, int]:
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
         first: dict[str, int] = {}
+        ids, keys = [], []
         for r in inputs.data.rows(["recipe_id", "title", "directions"]):
             k = _dedup_key(r)
+            ids.append(r["recipe_id"])
+            keys.append(k)
             if k not in first or r["recipe_id"] < first[k]:
                 first[k] = r["recipe_id"]
-        return first
+        dup = sorted((i, first[k]) for i, k in zip(ids, keys) if first[k] != i)
+        save_arrays(inputs.artefact_dir, "duplicates", {"recipe_id": np.asarray([d[0] for d in dup], np.int64),
+                                                        "keeper": np.asarray([d[1] for d in dup], np.int64)})
+        return {"duplicates": len(dup)}
+
+    def setup(self, state: Any) -> None:
+        a = load_arrays(artefact_dir(state), "duplicates")
+        self.dup_ids, self.keepers = a["recipe_id"], a["keeper"]
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
-            keeper = self.state[_dedup_key(r)]
-            if keeper != r["recipe_id"]:
-                out.drop(r["recipe_id"], "duplicate_recipe", f"duplicate of recipe {keeper}")
+            j = int(np.searchsorted(self.dup_ids, r["recipe_id"]))
+            if j < len(self.dup_ids) and self.dup_ids[j] == r["recipe_id"]:
+                out.drop(r["recipe_id"], "duplicate_recipe", f"duplicate of recipe {int(self.keepers[j])}")
             else:
                 out.keep(r)
 
@@ -139,7 +114,7 @@ class RecipeLemmas(Step):
     config_keys = ("generic_words", "spacy_model")
 
     def setup(self, state: Any) -> None:
-        from ..models.nlp import ContentLemmatizer
+        from ...models.nlp import ContentLemmatizer
 
         self.lemmatize = ContentLemmatizer(self.cfg.spacy_model)
         self.generic = self.cfg.generic_word_set()
@@ -157,9 +132,7 @@ class HowTo100MSource(Source):
 
     name = "read_metadata"
     config_keys = ("videos", "tasks", "titles", "durations", "limit")
-
-    def input_paths(self) -> list[Path]:
-        return [Path(p) for p in (self.cfg.videos, self.cfg.tasks, self.cfg.titles, self.cfg.durations) if p]
+    input_keys = ("videos", "tasks", "titles", "durations")
 
     def read(self) -> Iterator[Row | Drop | Count]:
         cfg = self.cfg
@@ -216,25 +189,44 @@ class CookingFilter(Step):
 
 
 class ExclusionFilter(Step):
-    """§3.1 step 2: drop excluded ids (YouCook2, paper supp. E.1) and later duplicate rows of a video id."""
+    """§3.1 step 2: drop excluded ids (YouCook2, paper supp. E.1) and later duplicate rows of a video id.
+
+    Global stage: the exclusion files (their contents key the cache) and the repeated rows (row -> first row of the
+    same id) are written as artefacts ``excluded.json`` and ``repeats.npz``."""
 
     name = "exclusion_filter"
+    version = "2"
     id_field = "video_id"
     config_keys = ("exclude",)
+    input_keys = ("exclude",)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         first: dict[str, int] = {}
+        ords: list[tuple[str, int]] = []
         for r in inputs.data.rows(["video_id", "_ord"]):
+            ords.append((r["video_id"], r["_ord"]))
             first[r["video_id"]] = min(first.get(r["video_id"], r["_ord"]), r["_ord"])
-        return {"first": first, "excluded": exclusions.read_exclusion_ids(self.cfg.exclude)}
+        repeats = sorted((o, first[v]) for v, o in ords if first[v] != o)
+        save_arrays(inputs.artefact_dir, "repeats", {"ord": np.asarray([x[0] for x in repeats], np.int64),
+                                                     "first": np.asarray([x[1] for x in repeats], np.int64)})
+        excluded = sorted(exclusions.read_exclusion_ids(self.cfg.exclude))
+        save_json(inputs.artefact_dir, "excluded", excluded)
+        return {"excluded": len(excluded), "repeated_rows": len(repeats)}
+
+    def setup(self, state: Any) -> None:
+        root = artefact_dir(state)
+        self.excluded = set(load_json(root, "excluded"))
+        a = load_arrays(root, "repeats")
+        self.repeat_ords, self.repeat_first = a["ord"], a["first"]
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
             vid = r["video_id"]
-            if vid in self.state["excluded"]:
+            j = int(np.searchsorted(self.repeat_ords, r["_ord"]))
+            if vid in self.excluded:
                 out.drop(vid, "excluded_id")
-            elif self.state["first"][vid] != r["_ord"]:
-                out.drop(vid, "duplicate_video_row", f"row {r['_ord']} repeats row {self.state['first'][vid]}")
+            elif j < len(self.repeat_ords) and self.repeat_ords[j] == r["_ord"]:
+                out.drop(vid, "duplicate_video_row", f"row {r['_ord']} repeats row {int(self.repeat_first[j])}")
             else:
                 out.keep(r)
 
@@ -245,26 +237,27 @@ class LoadTranscript(Step):
     A video with no metadata duration gets the last ASR end (``duration_source = asr_last_end``)."""
 
     name = "load_transcript"
+    version = "2"
     id_field = "video_id"
     config_keys = ("transcripts",)
+    input_keys = ("transcripts",)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        """Global stage: a ``raw_caption.json`` is split once into one small file per wanted video (artefact
+        ``raw_captions/``); a WhisperX directory is read in place."""
         path = Path(self.cfg.transcripts)
-        if path.is_file():  # split the big raw_caption.json once into one small file per video (cached)
+        if path.is_file():
             wanted = {r["video_id"] for r in inputs.data.rows(["video_id"])}
-            from ..core.fingerprint import file_fingerprint
-
-            root = Path(inputs.work_dir) / "raw_captions" / file_fingerprint(path)["sha256"][:16]
-            transcripts.split_raw_captions(path, root, wanted)
-            return {"kind": "raw", "root": str(root)}
-        return {"kind": "whisperx", "root": str(path)}
+            transcripts.split_raw_captions(path, inputs.artefact_dir / "raw_captions", wanted)
+            return {"kind": "raw", "root": "raw_captions"}
+        return {"kind": "whisperx", "root": None}
 
     def setup(self, state: Any) -> None:
         self.state = state
         if state["kind"] == "raw":
-            self.store = transcripts.RawCaptionStore(state["root"])
+            self.store = transcripts.RawCaptionStore(str(artefact_dir(state) / state["root"]))
         else:
-            self.store = transcripts.WhisperXStore(state["root"])
+            self.store = transcripts.WhisperXStore(str(self.cfg.transcripts))
 
     def process(self, rows: list[Row], out: Out) -> None:
         source = "howto100m_raw_caption" if self.state["kind"] == "raw" else "whisperx"
@@ -310,12 +303,17 @@ class TaskSizeFilter(Step):
     id_field = "video_id"
     config_keys = ("min_videos_per_task",)
 
-    def fit(self, inputs: FitInputs) -> dict[int, int]:
-        return dict(Counter(r["task_id"] for r in inputs.data.rows(["task_id"])))
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        counts = Counter(r["task_id"] for r in inputs.data.rows(["task_id"]))
+        save_json(inputs.artefact_dir, "videos_per_task", {str(k): v for k, v in sorted(counts.items())})
+        return {"tasks": len(counts)}
+
+    def setup(self, state: Any) -> None:
+        self.per_task = {int(k): v for k, v in load_json(artefact_dir(state), "videos_per_task").items()}
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
-            n = self.state.get(r["task_id"], 0)
+            n = self.per_task.get(r["task_id"], 0)
             if n < self.cfg.min_videos_per_task:
                 out.drop(r["video_id"], "small_task", f"task {r['task_id']} has {n} videos")
             else:
@@ -375,9 +373,11 @@ class CleanTranscript(Step):
 
 
 class _RecipeIndexStep(Step):
-    """Shared fit for the two sieves: the recipe database as a lemma vocabulary, title index and body matrix."""
+    """Shared global stage of the two sieves: the recipe database as a lemma vocabulary, title index and body matrix,
+    written as the artefact ``recipe_index.{npz,json}`` (``builders.ops.sieve`` ``to_state``) and loaded by path."""
 
     side_inputs = ("recipes",)
+    version = "2"
 
     def fit(self, inputs: FitInputs) -> Any:
         ids, titles, bodies = [], [], []
@@ -389,16 +389,26 @@ class _RecipeIndexStep(Step):
         title_ids = [vocab.encode(t) for t in titles]
         body_ids = [vocab.encode(b) for b in bodies]
         rid = np.asarray(ids, dtype=np.int64)
-        return {"vocab": vocab, "recipe_ids": rid,
-                "titles": sieve_ops.TitleIndex(rid, title_ids, vocab_size=len(vocab)),
-                "bodies": sieve_ops.BodyMatrix(body_ids, vocab_size=len(vocab))}
+        arrays: dict[str, np.ndarray] = {"recipe_ids": rid}
+        meta: dict[str, Any] = {}
+        for key, obj in (("vocab", vocab), ("titles", sieve_ops.TitleIndex(rid, title_ids, vocab_size=len(vocab))),
+                         ("bodies", sieve_ops.BodyMatrix(body_ids, vocab_size=len(vocab)))):
+            a, m = obj.to_state()
+            arrays.update(a)
+            meta[key] = m
+        save_arrays(inputs.artefact_dir, "recipe_index", arrays, meta)
+        return {"recipes": len(ids), "lemmas": len(vocab)}
 
     def setup(self, state: Any) -> None:
-        from ..models.nlp import ContentLemmatizer
+        from ...models.nlp import ContentLemmatizer
 
-        self.state = state
+        arrays, meta = load_arrays(artefact_dir(state), "recipe_index", with_meta=True)
+        self.state = {"vocab": sieve_ops.LemmaVocab.from_state(arrays, meta["vocab"]),
+                      "titles": sieve_ops.TitleIndex.from_state(arrays, meta["titles"]),
+                      "bodies": sieve_ops.BodyMatrix.from_state(arrays, meta["bodies"]),
+                      "recipe_ids": arrays["recipe_ids"]}
         self.lemmatize = ContentLemmatizer(self.cfg.spacy_model)
-        self.row_of = {int(r): i for i, r in enumerate(state["recipe_ids"])}
+        self.row_of = {int(r): i for i, r in enumerate(arrays["recipe_ids"])}
 
 
 class TitleSieve(_RecipeIndexStep):
@@ -468,15 +478,20 @@ class Swap(Step):
     (``global``, literal Eq. 6) or the video's own kept recipes (``paired``)."""
 
     name = "swap"
-    version = "2"
+    version = "3"
     id_field = "video_id"
     side_inputs = ("recipes",)
     uses_model = True
-    config_keys = ("embedding_model", "sim_threshold", "top_k", "retrieval_pool")
+    config_keys = ("embedding_model", "sim_threshold", "top_k", "retrieval_pool", "pool_chunk_size")
+
+    def gpus(self) -> float:
+        return 1.0 if str(self.cfg.device).startswith("cuda") else 0.0
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        from ..models.embedding_cache import EmbeddingCache, encode_set_cached
-        from ..models.text_encoder import get_encoder
+        """Global stage: embed the step pool of R² (chunks of ``pool_chunk_size`` steps cached as they finish, so a
+        killed build resumes inside the pool) and write it as the artefact ``pool.npz`` + ``pool_texts.json``."""
+        from ...models.embedding_cache import EmbeddingCache, encode_set_cached
+        from ...models.text_encoder import get_encoder
 
         r2 = set()
         for r in inputs.data.rows(["recipe_ids"]):
@@ -489,20 +504,34 @@ class Swap(Step):
                 rids.append(r["recipe_id"])
                 sidx.append(j)
                 texts.append(step)
-        cache_path = str(Path(inputs.work_dir) / "embeddings.sqlite")
+        cache_path = str(Path(inputs.cache_dir) / "embeddings.sqlite")
         encoder = get_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
-        keys = encode_set_cached(encoder, texts, EmbeddingCache(cache_path))
-        return {"keys": keys, "recipe_ids": np.asarray(rids, dtype=np.int64),
-                "step_index": np.asarray(sidx, dtype=np.int32), "texts": texts, "cache_path": cache_path,
-                "model_id": encoder.model_id}
+        cache = EmbeddingCache(cache_path)
+        keys = encode_set_cached(encoder, texts, cache, chunk_size=self.cfg.pool_chunk_size)
+        cache.close()
+        save_arrays(inputs.artefact_dir, "pool", {"keys": keys, "recipe_ids": np.asarray(rids, dtype=np.int64),
+                                                  "step_index": np.asarray(sidx, dtype=np.int32)})
+        save_json(inputs.artefact_dir, "pool_texts", texts)
+        return {"cache_path": cache_path, "model_id": encoder.model_id, "pool_steps": len(texts)}
 
     def setup(self, state: Any) -> None:
-        from ..models.embedding_cache import EmbeddingCache
-        from ..models.text_encoder import get_encoder
+        from ...models.embedding_cache import EmbeddingCache
+        from ...models.text_encoder import get_encoder
 
-        self.state = state
+        root = artefact_dir(state)
+        self.state = {**state, **load_arrays(root, "pool"), "texts": load_json(root, "pool_texts")}
         self.encoder = get_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
         self.cache = EmbeddingCache(state["cache_path"])
+
+    def teardown(self) -> None:
+        from ...models.text_encoder import release_encoder
+
+        release_encoder(self.cfg.embedding_model, self.cfg.device, self.cfg.encode_batch_size)
+        cache = getattr(self, "cache", None)
+        if cache is not None:
+            cache.close()
+            self.cache = None
+        self.encoder = None
 
     def _search(self, queries: np.ndarray, pool_rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         keys = self.state["keys"] if pool_rows is None else self.state["keys"][pool_rows]
@@ -513,7 +542,7 @@ class Swap(Step):
         return sims, idx
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ..models.embedding_cache import encode_set_cached
+        from ...models.embedding_cache import encode_set_cached
 
         st = self.state
         texts = [s["text"] for r in rows for s in r["asr_segments"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.config import ConfigError
+from ...core.config import ConfigError
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class MarcConfig:
 
     def min_counts(self) -> tuple[int, int]:
         """(text, video) vocabulary cut-offs: the configured ones, else the aligner preset's (spec §3.7)."""
-        from ..ops.hmm_ibm1 import BEST_SETTINGS
+        from ...ops.hmm_ibm1 import BEST_SETTINGS
 
         text_default, video_default = (5, 15) if self.aligner == "paper" else (BEST_SETTINGS["min_count"],) * 2
         return (self.text_min_count or text_default, self.video_min_count or video_default)

@@ -5,7 +5,7 @@ It takes the ``sample`` V² segments with the smallest sha1(``video_id:index``),
 the R² step pool with both models, and matches keep-rates (``builders.ops.swap.keep_rate_threshold``). A build uses
 the threshold through ``--set embedding_model=minilm --set sim_threshold=<value>``; ``provenance`` records both.
 
-    python -m builders.corpora.sieve_swap_calibrate --work-dir .work/sieve_swap
+    python -m builders.corpora.sieve_swap.calibrate --work-dir .work/sieve_swap
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..core.shards import StageData
-from ..ops.swap import keep_rate_threshold, topk_search
+from ...core.shards import StageData
+from ...ops.swap import keep_rate_threshold, topk_search
 
 
 def select_sample(segments: Iterable[tuple[str, int, str]], sample: int) -> list[tuple[str, int, str]]:
@@ -31,7 +31,7 @@ def calibrate_sim_threshold(segments: Iterable[tuple[str, int, str]], pool_texts
                             reference: str = "mpnet", target: str = "minilm", sample: int = 20_000,
                             reference_threshold: float = 0.75, device: str = "cpu") -> dict[str, Any]:
     """``segments``: (video_id, ASR index, cleaned text) of V²; ``pool_texts``: the steps of R²."""
-    from ..models.text_encoder import get_encoder
+    from ...models.text_encoder import get_encoder
 
     chosen = select_sample(segments, sample)
     if not chosen or not pool_texts:
@@ -73,7 +73,7 @@ def inputs_from_work_dir(work_dir: str | Path) -> tuple[list[tuple[str, int, str
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m builders.corpora.sieve_swap_calibrate", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m builders.corpora.sieve_swap.calibrate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work-dir", required=True, help="work directory of a finished sieve_swap build")
     p.add_argument("--reference", default="mpnet")

@@ -205,19 +205,31 @@ def test_statistics_drops_card_and_report(sample):
     assert "<script>alert" not in html and "MARC build report" in html
 
 
-def test_rebuild_is_identical_and_resumes_a_lost_shard(sample, rows, tmp_path):
+def test_rebuild_is_identical_and_resumes_a_lost_shard_without_em_or_training(sample, rows, tmp_path,
+                                                                               monkeypatch):
+    from builders.models import chat_classifier
+    from builders.ops.hmm_ibm1 import HmmIbm1
+
     out = tmp_path / "again"
     work = tmp_path / "work"
     first = build(out, "--work-dir", str(work))
     assert tables(first) == rows
-    # a build killed in the alignment step: its finished-shard marker is gone; the rerun redoes that shard only
-    stage = next(work.glob("pairs/01_hmm_ibm1-*"))
-    (stage / "part-00000.stats.json").unlink()
+    # a build killed in the alignment step: its finished-shard markers are gone; the rerun redoes those shards
+    # only, reading the trained aligners and classifier from their stage folders: no EM, no training
+    for stage in (next(work.glob("pairs/01_hmm_ibm1-*")), next(work.glob("videos/03_chat_filter-*"))):
+        (stage / "part-00000.stats.json").unlink()
+
+    def no(*a, **k):
+        raise AssertionError("a resumed build must not retrain")
+
+    monkeypatch.setattr(HmmIbm1, "fit", no)
+    monkeypatch.setattr(chat_classifier, "train_logreg", no)
     again = build(out, "--work-dir", str(work))
     assert tables(again) == rows
     stats = json.loads((again / "stats.json").read_text())
     assert stats["steps"]["hmm_ibm1"]["cached_shards"] == stats["steps"]["hmm_ibm1"]["shards"] - 1
     assert stats["steps"]["select_text_recipes"]["cached_shards"] == stats["steps"]["select_text_recipes"]["shards"]
+    assert stats["steps"]["hmm_ibm1"]["fit"] == "cached" and stats["steps"]["chat_filter"]["fit"] == "cached"
 
 
 def test_paper_aligner_is_selectable(sample, tmp_path):
@@ -241,3 +253,36 @@ def test_bad_chat_model_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "chat/content classifier" in err and "Traceback" not in err
     assert not (tmp_path / "marc").exists()
+
+
+def test_a_killed_build_resumes_inside_the_web_pages(tmp_path, monkeypatch):
+    """Pages are listed cheaply (WARC offsets) and parsed in a step, shard by shard: a kill while parsing keeps the
+    finished shards."""
+    from builders.core.orchestrate import run_pipelines
+    from builders.core.runners import LocalRunner
+    from builders.corpora.marc import Config, pipelines, resolve_inputs
+    from builders.corpora.marc.pipeline import ParseRecipePages
+
+    cfg, _ = resolve_inputs(Config())
+    text = pipelines(cfg)[0]
+    text.shard_size = 4
+    real = ParseRecipePages.process
+    calls = []
+
+    def killed_at_third_shard(self, rows, out):
+        calls.append(len(rows))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # a kill: not a row error
+        return real(self, rows, out)
+
+    monkeypatch.setattr(ParseRecipePages, "process", killed_at_third_shard)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipelines([text], tmp_path, LocalRunner(), progress=False)
+    monkeypatch.setattr(ParseRecipePages, "process", real)
+    res = run_pipelines([text], tmp_path, LocalRunner(), progress=False)
+    st = res.steps["read_recipe_pages"]
+    assert st.cached_shards == 2 and st.shards > 3
+    assert st.rows_in + st.added == st.kept + sum(st.dropped.values())
+    fresh = run_pipelines([pipelines(cfg)[0]], tmp_path / "fresh", LocalRunner(), progress=False)
+    assert sorted(r["recipe_id"] for r in res.outputs["text"].rows()) == \
+        sorted(r["recipe_id"] for r in fresh.outputs["text"].rows())

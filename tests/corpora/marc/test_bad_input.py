@@ -8,9 +8,10 @@ import json
 import numpy as np
 
 from builders.core.records import Out
+from builders.core.orchestrate import fit_locally
 from builders.core.step import FitInputs
-from builders.corpora.marc import ChatFilter, HmmIbm1Align, LoadTranscript
-from builders.corpora.marc_config import MarcConfig
+from builders.corpora.marc.pipeline import ChatFilter, HmmIbm1Align, LoadTranscript
+from builders.corpora.marc.config import MarcConfig
 
 
 class _Data:
@@ -38,7 +39,7 @@ class _FixedScores:
 def test_chat_filter_named_drops():
     cfg = dataclasses.replace(MarcConfig(), max_video_sentences=3, min_video_sentences=2)
     step = ChatFilter(cfg)
-    step.state = {"name": "logreg-minilm@test", "path": "unused"}
+    step.state = {"name": "logreg-minilm@test", "model": "unused"}
     scores = {f"sentence {i}": p for i, p in enumerate([0.1, 0.9, 0.5, 0.49, 0.7, 0.8])}
     step.model, step.encoder = _FixedScores(scores), None
     rows = [
@@ -72,7 +73,7 @@ def test_load_transcript_named_drops(tmp_path):
     cfg = dataclasses.replace(MarcConfig(), transcripts=str(path))
     rows = [{"_key": f"d:{v}", "video_id": v} for v in [*captions, "missingVid1"]]
     step = LoadTranscript(cfg)
-    step.setup(step.fit(FitInputs(_Data(rows), {}, tmp_path / "work")))
+    step.setup(fit_locally(step, FitInputs(_Data(rows), {}, tmp_path / "work")))
     out = Out("load_transcript")
     step.process(rows, out)
     assert {d.item_id: d.reason for d in out.drops} == {
@@ -94,16 +95,16 @@ def test_alignment_without_a_trained_model_or_with_nan_posteriors(tmp_path):
             _pair("d:t3|t4", "test", "text_text", b, a)]
     text = _Data([{"split": "train", "instructions": a}, {"split": "train", "instructions": b}])
     step = HmmIbm1Align(MarcConfig())
-    state = step.fit(FitInputs(_Data(rows), {"text": text, "videos": _Data([])}, tmp_path))
-    assert set(state["models"]) == {"text_text"}  # no train-split text-video pair: no text-video models
-    step.setup(state)
+    state = fit_locally(step, FitInputs(_Data(rows), {"text": text, "videos": _Data([])}, tmp_path))
+    assert set(state["names"]) == {"text_text"}  # no train-split text-video pair: no text-video models
+    step.setup(state)  # the models are read back from the stage's artefact folder
     out = Out("hmm_ibm1")
     step.process(rows, out)
     assert {d.item_id: d.reason for d in out.drops} == {"d:t1|v1": "no_alignment_model"}
     assert [r["pair_id"] for r in out.rows] == ["d:t1|t2", "d:t3|t4"]
     assert [x["target_index"] for x in out.rows[0]["a_to_b"]] == [0, 1, 2]
     # a model whose posteriors are not finite: the pair is dropped, not released
-    model = state["models"]["text_text"]
+    model = step.state["models"]["text_text"]
     model.t = np.full_like(model.t, np.nan)
     out = Out("hmm_ibm1")
     step.process(rows[:1], out)

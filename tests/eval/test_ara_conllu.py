@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builders.sources.ara_conllu import (
+from eval.benchmarks.ara_conllu import (
     NONE,
     AlignmentRow,
     AraFormatError,

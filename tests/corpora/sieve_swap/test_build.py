@@ -245,7 +245,7 @@ def test_sample_outcomes_match_its_readme(sample):
 
 
 def test_calibrate_minilm_threshold_on_the_sample(sample, capsys, tmp_path):
-    from builders.corpora.sieve_swap_calibrate import main as calibrate
+    from builders.corpora.sieve_swap.calibrate import main as calibrate
 
     assert calibrate(["--work-dir", str(tmp_path)]) == 2
     assert "run the build first" in capsys.readouterr().err
@@ -257,3 +257,98 @@ def test_calibrate_minilm_threshold_on_the_sample(sample, capsys, tmp_path):
     # MiniLM keeps the same share at its threshold (up to rounding to whole segments and ties)
     assert abs(out["target_keep_rate"] - out["keep_rate"]) <= 2 / 300
     assert 0.5 < out["threshold"] < 0.9
+
+
+# ------------------------------------------------------------------------------------------- core v2 findings
+def _copy_sample_inputs(dst: Path) -> list[str]:
+    """The bundled sample's input files copied to ``dst``, as build flags."""
+    import shutil
+
+    from builders.corpora.sieve_swap.flags import SAMPLE_EXCLUDE, SAMPLE_INPUTS
+
+    dst.mkdir(parents=True)
+    args = []
+    for key, path in SAMPLE_INPUTS.items():
+        shutil.copyfile(path, dst / path.name)
+        args += [f"--{key}", str(dst / path.name)]
+    shutil.copyfile(SAMPLE_EXCLUDE, dst / SAMPLE_EXCLUDE.name)
+    return [*args, "--exclude", str(dst / SAMPLE_EXCLUDE.name)]
+
+
+def test_editing_transcripts_or_exclusions_in_place_reruns_exactly_the_stages_below(sample, tmp_path):
+    args = _copy_sample_inputs(tmp_path / "inputs")
+    out = build(tmp_path / "out", *args)
+    assert release_tables(out) == release_tables(sample)
+    captions = tmp_path / "inputs" / "raw_caption.json"
+    data = json.loads(captions.read_text(encoding="utf-8"))
+    vid = "Qe7pM4kDv1X"  # a train video of the sample
+    data[vid]["text"] = ["[Music]"] * len(data[vid]["text"])  # its speech is gone: empty_transcript
+    captions.write_text(json.dumps(data), encoding="utf-8")  # edited in place, same path
+    out = build(tmp_path / "out", *args)
+    stats = json.loads((out / "stats.json").read_text())
+    steps = stats["steps"]
+    for cached in ("read_metadata", "cooking_filter", "exclusion_filter", "read_recipes", "recipe_lemmas"):
+        assert steps[cached]["cached_shards"] == steps[cached]["shards"], cached
+    for redone in ("load_transcript", "clean_transcript", "swap", "merge"):
+        assert steps[redone]["cached_shards"] == 0, redone
+    ids = {r["video_id"] for rows in release_tables(out).values() for r in rows if "video_id" in r}
+    assert vid not in ids
+    assert stats["drops"]["empty_transcript"] == json.loads((sample / "stats.json").read_text())["drops"][
+        "empty_transcript"] + 1
+    # the exclusion list is an input too: excluding a validation video re-runs from exclusion_filter on
+    (tmp_path / "inputs" / "exclude_ids.txt").write_text("kT3s-9VbQe4\nbN4tQ7xWk2E\n", encoding="utf-8")
+    out = build(tmp_path / "out", *args)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["steps"]["cooking_filter"]["cached_shards"] == stats["steps"]["cooking_filter"]["shards"]
+    assert stats["steps"]["exclusion_filter"]["cached_shards"] == 0 and stats["drops"]["excluded_id"] == 2
+    assert "bN4tQ7xWk2E" not in {r["video_id"] for r in release_tables(out)["default/validation-00000-of-00001.parquet"]}
+
+
+def test_a_rebuilt_folder_loads_its_new_rows_through_a_warm_datasets_cache(sample, tmp_path, monkeypatch):
+    work = ["--work-dir", str(sample.parent / ".work" / "sieve_swap")]  # cached: only swap and merge rerun
+    out = build(tmp_path, *work)
+    cache = tmp_path / "hf_cache"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    first = datasets.load_dataset(str(out), split="train", cache_dir=str(cache))
+    assert {r["sim_threshold"] for r in first["provenance"]} == {0.75}
+    build(tmp_path, *work, "--set", "sim_threshold=0.7500001")
+    again = datasets.load_dataset(str(out), split="train", cache_dir=str(cache))
+    # float32 in the Features: 0.7500001 is stored as 0.75000012; the old cache would still say 0.75
+    (value,) = {r["sim_threshold"] for r in again["provenance"]}
+    assert abs(value - 0.7500001) < 1e-7
+
+
+def test_an_empty_build_never_replaces_the_last_release(sample, tmp_path, capsys):
+    work = ["--work-dir", str(sample.parent / ".work" / "sieve_swap")]
+    out = build(tmp_path, *work)
+    before = release_tables(out)
+    assert main(["sieve_swap", "--out", str(tmp_path), "--no-progress", "-q", *work, "--limit", "1"]) == 3
+    err = capsys.readouterr().err
+    assert "sieve_swap.empty-build" in err and "untouched" in err
+    assert release_tables(out) == before  # the last good release is still there, whole
+    assert json.loads((tmp_path / "sieve_swap.empty-build" / "stats.json").read_text())["release"] == {}
+    assert not (tmp_path / "sieve_swap.empty-build" / "default").exists()
+    build(tmp_path, *work)  # the next good build removes the empty build's statistics
+    assert not (tmp_path / "sieve_swap.empty-build").exists()
+
+
+def test_fresh_never_deletes_a_folder_it_did_not_make(tmp_path, monkeypatch, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    assert main(["sieve_swap", "--no-progress", "-q", "--fresh", "--work-dir", "."]) == 2
+    assert "refusing to delete" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_release_manifest_holds_no_absolute_path_or_user_name(sample):
+    import getpass
+
+    repo = str(Path(__file__).resolve().parents[3])
+    for name in ("manifest.json", "build_config.yaml", "stats.json", "README.md"):
+        text = (sample / name).read_text(encoding="utf-8")
+        assert repo not in text and str(sample.parent) not in text, name
+        assert f"/{getpass.getuser()}/" not in text and "/home/" not in text, name
+    man = json.loads((sample / "manifest.json").read_text())
+    assert man["config"]["recipes"] == "recipes.csv" and man["config"]["exclude"] == ["exclude_ids.txt"]
+    assert {f["path"] for fps in man["inputs"].values() for f in fps} >= {"recipes.csv", "raw_caption.json"}
+    assert all(len(f["sha256"]) == 64 for fps in man["inputs"].values() for f in fps)

@@ -1,0 +1,21 @@
+"""The MARC-style aligned recipe corpus (Lin et al., ACL 2020; ``../shared/papers/002_dcd14287402b909e.txt``;
+contract ``../shared/specs/marc.md``): Common Crawl recipe pages + video transcripts, HMM+IBM1 pairwise alignment and
+joint alignment.
+
+The package is the corpus interface of ``python -m builders.build marc``: ``config`` (paper defaults), ``flags``
+(inputs and the bundled sample), ``text`` (the text-recipe filters, §3.2-§3.4), ``pipeline`` (the steps) and
+``release`` (configs, card, quantities).
+"""
+
+from __future__ import annotations
+
+from .config import MarcConfig
+from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .pipeline import pipelines
+from .release import NAME, release
+
+Config = MarcConfig
+DEFAULT_SHARD_SIZE = 64
+
+__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
+           "pipelines", "release"]

@@ -1,0 +1,20 @@
+"""The Sieve & Swap corpus (Batra et al., ECCV 2024; ``../shared/papers/004_7a7f59c04c52b84c.txt``; contract
+``../shared/specs/sieve_swap.md``): HowTo100M cooking transcripts x RecipeNLG.
+
+The package is the corpus interface of ``python -m builders.build sieve_swap``: ``config`` (paper defaults),
+``flags`` (inputs and the bundled sample), ``pipeline`` (the steps), ``release`` (configs, card, quantities) and
+``calibrate`` (the MiniLM threshold of spec §5).
+"""
+
+from __future__ import annotations
+
+from .config import SieveSwapConfig
+from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .pipeline import pipelines
+from .release import NAME, release
+
+Config = SieveSwapConfig
+DEFAULT_SHARD_SIZE = 8
+
+__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
+           "pipelines", "release"]

@@ -1,0 +1,38 @@
+"""Steps that record where they ran: a CPU step and a one-GPU step (for placement tests on fake GPUs)."""
+
+from __future__ import annotations
+
+import os
+
+from builders.core.step import Step
+
+
+def _gpu_ids() -> str:
+    try:
+        import ray
+
+        if ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE:
+            return ",".join(str(g) for g in ray.get_gpu_ids())
+    except Exception:  # noqa: BLE001 - not inside Ray
+        pass
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
+
+class CpuTag(Step):
+    name = "cpu_tag"
+    config_keys = ()
+
+    def process(self, rows, out) -> None:
+        for r in rows:
+            out.keep({**r, "cpu_pid": os.getpid()})
+
+
+class GpuTag(Step):
+    name = "gpu_tag"
+    config_keys = ()
+    num_gpus = 1.0
+    uses_model = True
+
+    def process(self, rows, out) -> None:
+        for r in rows:
+            out.keep({**r, "gpu": _gpu_ids(), "gpu_pid": os.getpid()})
