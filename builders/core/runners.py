@@ -404,15 +404,15 @@ class RayRunner:
         ds = rd.from_items([{"shard": i, "failed": ""} for i in range(n)])
         for k, task in enumerate(tasks):
             kwargs: dict[str, Any] = {}
-            size = min(self.workers, n)
             g = task.step.gpus()
-            if g > 0:
+            if g > 0:  # one actor per GPU (or per ceil(g) GPUs), all started: the GPUs are the scarce resource
                 kwargs["num_gpus"] = g
                 size = min(gpu_workers(task.step, self._cluster_gpus()), n)
-            # pools start with one actor and grow to ``size`` as shards queue up: a chain of cheap steps does not
-            # start (and set up) every actor of every stage at once
-            ds = ds.map_batches(_ShardActor, fn_constructor_args=(task, k), batch_size=1,
-                                compute=rd.ActorPoolStrategy(min_size=1, max_size=size), **kwargs)
+                compute = rd.ActorPoolStrategy(size=size)
+            else:  # CPU pools start with one actor and grow to ``workers`` as shards queue up, so a chain of cheap
+                # steps does not start (and set up) every actor of every stage at once
+                compute = rd.ActorPoolStrategy(min_size=1, max_size=min(self.workers, n))
+            ds = ds.map_batches(_ShardActor, fn_constructor_args=(task, k), batch_size=1, compute=compute, **kwargs)
         for batch in ds.iter_batches(batch_size=1, batch_format="default"):
             for j, i in enumerate(batch["shard"]):
                 i = int(i)

@@ -63,9 +63,10 @@ def test_default_thresholds_keep_no_video(inputs, tmp_path, capsys):
     d = inputs["dir"]
     assert main(_args(d, d / "raw_caption.json", tmp_path)) == 3  # nothing survives: statistics, no release
     assert "no video survived" in capsys.readouterr().err
-    stats = json.loads((tmp_path / "sieve_swap" / "stats.json").read_text())
+    assert not (tmp_path / "sieve_swap").exists()  # the statistics go beside the release folder, never in its place
+    stats = json.loads((tmp_path / "sieve_swap.empty-build" / "stats.json").read_text())
     assert stats["steps"]["read_recipes"]["kept"] == 49 + 400 and stats["steps"]["recipe_lemmas"]["kept"] == 449
-    drops = {r["item_id"]: r for r in pq.read_table(tmp_path / "sieve_swap" / "drops.parquet").to_pylist()}
+    drops = {r["item_id"]: r for r in pq.read_table(tmp_path / "sieve_swap.empty-build" / "drops.parquet").to_pylist()}
     assert drops["carTires001"]["reason"] == "not_cooking"
     assert drops["carTires001"]["detail"] == "Cars & Other Vehicles"
     for vid in ("appleTurnov", "potatoPress"):
