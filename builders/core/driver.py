@@ -12,7 +12,6 @@ from typing import Any
 from . import workdir
 from .config import apply_overrides, parse_sets, read_config_file
 from .orchestrate import BuildResult, run_pipelines
-from .release_flow import BuildEmpty  # noqa: F401  (re-exported: the CLI maps it to exit 3)
 from .runners import ExecPolicy, make_runner
 
 

@@ -386,16 +386,16 @@ def fingerprints(paths: Iterable[str | os.PathLike[str]], memo: FingerprintMemo 
 # --------------------------------------------------------------------------------------------------- manifests
 
 
-def relative_inputs(fps: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """``fps`` (stage -> fingerprints) with every ``"path"`` relative to the common root of all of them, so that a
-    release manifest holds no absolute path (nor the user name in it).
+def relative_paths(paths: Iterable[str]) -> dict[str, str]:
+    """Each path relative to the common root of all of them, so that a release manifest holds no absolute path (nor
+    the user name in it).
 
     The root is ``os.path.commonpath`` of the absolute paths; when that root is itself one of the inputs (a single
     input, or a folder holding the others) its parent is taken, so every input keeps at least its own name: a
     single file gives its name, ``/data/feats`` with ``/data/feats/x.npy`` give ``feats`` and ``feats/x.npy``.
-    Paths use ``/``; no ``..`` can appear. The input is not modified; entries without a ``"path"`` are copied.
+    Paths use ``/``; no ``..`` can appear.
     """
-    absolute = {f["path"]: os.path.abspath(f["path"]) for items in fps.values() for f in items if "path" in f}
+    absolute = {p: os.path.abspath(p) for p in paths}
     rel: dict[str, str] = {}
     if absolute:
         values = sorted(set(absolute.values()))
@@ -408,5 +408,12 @@ def relative_inputs(fps: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[d
         for p, a in absolute.items():
             r = os.path.basename(a) if root is None else os.path.relpath(a, root)
             rel[p] = Path(r).as_posix()
+    return rel
+
+
+def relative_inputs(fps: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """``fps`` (stage -> fingerprints) with every ``"path"`` made relative by :func:`relative_paths`. The input is
+    not modified; entries without a ``"path"`` are copied."""
+    rel = relative_paths(f["path"] for items in fps.values() for f in items if "path" in f)
     return {stage: [{**f, "path": rel[f["path"]]} if "path" in f else dict(f) for f in items]
             for stage, items in fps.items()}

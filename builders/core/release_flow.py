@@ -39,6 +39,7 @@ from ..release import (
 )
 from .atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from .config import to_dict
+from .fingerprint import relative_paths
 from .orchestrate import BuildResult
 
 
@@ -70,18 +71,6 @@ class ReleaseSpec:
 
 def _as_list(v: Any) -> list[str]:
     return [str(x) for x in ([v] if isinstance(v, (str, os.PathLike)) else list(v or [])) if x]
-
-
-def relative_paths(paths: list[str]) -> dict[str, str]:
-    """Each path relative to the common root of all of them (a lone file: its name); no absolute path is left."""
-    absolute = {p: os.path.abspath(p) for p in paths}
-    if not absolute:
-        return {}
-    values = list(dict.fromkeys(absolute.values()))
-    root = os.path.commonpath(values) if len(values) > 1 else os.path.dirname(values[0])
-    if len(values) > 1 and root in values:  # one input holds the others: keep its name
-        root = os.path.dirname(root)
-    return {p: os.path.relpath(a, root) for p, a in absolute.items()}
 
 
 def portable_inputs(cfg: Any, input_keys: tuple[str, ...],

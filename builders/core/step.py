@@ -47,6 +47,11 @@ def config_subset(cfg: Any, keys: tuple[str, ...] | None) -> dict[str, Any]:
     return {k: full[k] for k in (keys if keys is not None else tuple(full))}
 
 
+def gpus_for_device(device: str) -> float:
+    """GPUs a model step needs per worker for its ``device`` config: one for ``cuda`` / ``cuda:N``, none else."""
+    return 1.0 if str(device).startswith("cuda") else 0.0
+
+
 def _paths(values: Any) -> list[Path]:
     out: list[Path] = []
     for v in ([values] if isinstance(values, (str, Path)) else list(values or [])):

@@ -234,3 +234,15 @@ def test_shards_record_the_digest_of_their_input(tmp_path):
         a = json.loads((src.dir / f"part-{i:05d}.stats.json").read_text())
         b = json.loads((first.dir / f"part-{i:05d}.stats.json").read_text())
         assert b["input_digest"] == a["digest"] and len(a["digest"]) == 64
+
+
+def test_model_steps_ask_for_a_gpu_only_on_a_cuda_device():
+    from builders.core.step import gpus_for_device
+    from builders.corpora.marc.config import MarcConfig
+    from builders.corpora.marc.pipeline import ChatFilter
+    from builders.corpora.sieve_swap.config import SieveSwapConfig
+    from builders.corpora.sieve_swap.pipeline import Swap
+
+    assert [gpus_for_device(d) for d in ("cpu", "cuda", "cuda:1", "mps")] == [0.0, 1.0, 1.0, 0.0]
+    assert Swap(SieveSwapConfig()).gpus() == 0.0 and Swap(SieveSwapConfig(device="cuda")).gpus() == 1.0
+    assert ChatFilter(MarcConfig(device="cuda:0")).gpus() == 1.0

@@ -28,7 +28,7 @@ import numpy as np
 
 from ...core.fingerprint import hash_obj
 from ...core.records import Count, Drop, Out, Row
-from ...core.step import FitInputs, Pipeline, Source, Step
+from ...core.step import FitInputs, Pipeline, Source, Step, gpus_for_device
 from ...ops import dishes as dish_ops
 from ...ops.joint_alignment import joint_alignment
 from .config import MarcConfig
@@ -328,7 +328,7 @@ class ChatFilter(Step):
     input_keys = ("chat_model", "youcook2", "youcook2_transcripts")
 
     def gpus(self) -> float:
-        return 1.0 if str(self.cfg.device).startswith("cuda") else 0.0
+        return gpus_for_device(self.cfg.device)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         if self.cfg.classifier == "none" or not any(True for _ in inputs.data.rows(["_key"])):

@@ -24,7 +24,7 @@ import numpy as np
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.artefacts import artefact_dir, load_arrays, load_json, save_arrays, save_json
 from ...core.records import Count, Drop, Out, Row
-from ...core.step import FitInputs, Pipeline, Source, Step
+from ...core.step import FitInputs, Pipeline, Source, Step, gpus_for_device
 from ...ops import merge as merge_ops
 from ...ops import sieve as sieve_ops
 from ...ops import swap as swap_ops
@@ -485,7 +485,7 @@ class Swap(Step):
     config_keys = ("embedding_model", "sim_threshold", "top_k", "retrieval_pool", "pool_chunk_size")
 
     def gpus(self) -> float:
-        return 1.0 if str(self.cfg.device).startswith("cuda") else 0.0
+        return gpus_for_device(self.cfg.device)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         """Global stage: embed the step pool of R² (chunks of ``pool_chunk_size`` steps cached as they finish, so a
