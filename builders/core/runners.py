@@ -405,8 +405,11 @@ class RayRunner:
         for k, task in enumerate(tasks):
             kwargs: dict[str, Any] = {}
             g = task.step.gpus()
-            if g > 0:  # one actor per GPU (or per ceil(g) GPUs), all started: the GPUs are the scarce resource
+            if g > 0:  # one actor per GPU (or per ceil(g) GPUs), all started: the GPUs are the scarce resource.
+                # It reserves its GPU but no CPU slot: the CPU steps' pools of the same streaming chain may hold every
+                # CPU slot (``--workers``), and a GPU actor waiting for one would leave its GPU idle
                 kwargs["num_gpus"] = g
+                kwargs["num_cpus"] = 0
                 size = min(gpu_workers(task.step, self._cluster_gpus()), n)
                 compute = rd.ActorPoolStrategy(size=size)
             else:  # CPU pools start with one actor and grow to ``workers`` as shards queue up, so a chain of cheap

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from builders.core.step import Step
 
@@ -34,5 +35,6 @@ class GpuTag(Step):
     uses_model = True
 
     def process(self, rows, out) -> None:
+        time.sleep(0.3)  # a shard takes a while, as on a real GPU: the pool's second actor gets work too
         for r in rows:
             out.keep({**r, "gpu": _gpu_ids(), "gpu_pid": os.getpid()})
