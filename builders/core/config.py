@@ -95,6 +95,9 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
     """Return a copy of dataclass ``cfg`` with ``overrides`` applied and type-checked."""
     hints = typing.get_type_hints(type(cfg))
     fields = {f.name for f in dataclasses.fields(cfg)}
+    # dotted spellings of the specs ("mptva.gamma") name the flat keys ("mptva_gamma")
+    overrides = {(k.replace(".", "_") if k not in fields and k.replace(".", "_") in fields else k): v
+                 for k, v in overrides.items()}
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise ConfigError(f"unknown config key(s) for {type(cfg).__name__}: {', '.join(unknown)}; "

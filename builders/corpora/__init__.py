@@ -11,14 +11,15 @@ import importlib
 from types import ModuleType
 
 CORPORA: dict[str, str | None] = {
-    "howtostep": None,   # HowToStep / NaSVA (paper 000, 001): not built yet
+    "howtostep": "builders.corpora.howtostep",
     "showhowto": None,   # ShowHowTo (paper 003): not built yet
     "sieve_swap": "builders.corpora.sieve_swap",
     "marc": "builders.corpora.marc",
 }
 
 DESCRIPTIONS = {
-    "howtostep": "HowToStep: WhisperX ASR -> LLM steps -> step timestamps -> NaSVA self-training (not built yet)",
+    "howtostep": "HowToStep: ASR narrations -> LLM steps -> Stage-1/Stage-2 (NaSVA self-training) timestamps "
+                 "(Li et al., ECCV 2024; MPTVA option)",
     "showhowto": "ShowHowTo: LLM filter + key steps + CLIP keyframe alignment (not built yet)",
     "sieve_swap": "Sieve & Swap: HowTo100M cooking transcripts x RecipeNLG (Batra et al., ECCV 2024)",
     "marc": "MARC-style aligned recipes: web recipes + transcripts, HMM+IBM1 and joint alignment (Lin et al., 2020)",

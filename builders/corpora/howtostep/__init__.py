@@ -1,0 +1,21 @@
+"""The HowToStep corpus (Li et al., ECCV 2024, ``../shared/papers/000_47e4e363f2e3fb14.txt``; MPTVA option: Chen et
+al., ECCV 2024, ``001_e771ed41550f58e8.txt``; contract ``../shared/specs/howtostep.md``): ASR narrations -> LLM steps
+-> Stage-1 (step -> narration -> time) and Stage-2 (NaSVA self-training) timestamps.
+
+The package is the corpus interface of ``python -m builders.build howtostep``: ``config`` (paper defaults, presets),
+``flags`` (inputs, the bundled sample), ``pipeline`` (source and step list) with its stages in ``transcribe``,
+``narrate``, ``features``, ``grounding`` and ``labeler``, ``prompts`` (versioned prompt texts) and ``release``.
+"""
+
+from __future__ import annotations
+
+from .config import HowToStepConfig
+from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .pipeline import pipelines
+from .release import NAME, release
+
+Config = HowToStepConfig
+DEFAULT_SHARD_SIZE = 8
+
+__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
+           "pipelines", "release"]

@@ -1,0 +1,179 @@
+"""The NaSVA models trained inside a HowToStep build, as global stages (ARCHITECTURE.md "Global stages"):
+
+* ``train_labeler`` (spec §3.8.1, paper 000 §3.2 "self-training"): NaSVA trained on the Stage-1 labels (round 1) or on
+  the previous round's labels (rounds 2-3) of the ``train`` split only, with ``builders.nasva.train`` and the nasva.md
+  schedule (12 epochs, batch 8, AdamW 1e-4, tau 0.07, seed 2023), fresh initialisation each round.
+* ``mptva_long_model`` (spec §4, paper 001 §3.2.2 S-V-long): a given NaSVA checkpoint, or one trained on the
+  narrations (W only, ASR timestamps as labels).
+
+Training runs in ``<work>/cache/labeler/<key>``, keyed by the training data and settings, where the trainer keeps its
+per-epoch resume state: a build killed inside training resumes from the last finished epoch (the fit folder itself is
+rebuilt from scratch on a rerun). The final ``model.pt`` + ``config.json`` are copied into the stage's artefacts; rows
+carry ``labeler = {checkpoint, sha256, text_cache}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ...core.config import ConfigError
+from ...core.records import Out, Row
+from ...core.step import FitInputs, Step, gpus_for_device
+
+TRAIN_COLUMNS = ["video_id", "split", "steps", "narrations", "features_path", "num_frames", "grounded_steps"]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _feature_ext(path: str) -> str:
+    from ...nasva.data import FEATURE_EXTS
+
+    return max((e for e in FEATURE_EXTS if path.endswith(e)), key=len, default=".npy")
+
+
+def _link_features(rows: list[Row], folder: Path) -> list[Any]:
+    """A folder of ``<vid><ext>`` links to each training video's features (the trainer indexes files by name)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    listing = []
+    for r in rows:
+        src = Path(r["features_path"]).resolve()
+        link = folder / f"{r['video_id']}{_feature_ext(str(src))}"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        os.symlink(src, link)
+        st = src.stat()
+        listing.append([r["video_id"], str(src), st.st_size])
+    return listing
+
+
+def _train(inputs: FitInputs, cfg: Any, tag: str, labels: dict[str, list[dict[str, Any]]] | None,
+           narrations: dict[str, list[dict[str, Any]]] | None, rows: list[Row]) -> dict[str, Any]:
+    """Write the label files, link the features and run (or resume) ``builders.nasva.train.train``."""
+    from ...nasva.train import NasvaTrainConfig, train
+
+    cache = Path(inputs.cache_dir)
+    train_cfg = NasvaTrainConfig(epochs=cfg.labeler_epochs, batch_size=cfg.labeler_batch_size, lr=cfg.labeler_lr,
+                                 seed=cfg.seed, max_vlen=cfg.max_vlen, text_encoder=cfg.nasva_text_encoder,
+                                 device=cfg.labeler_device)
+    blobs = {n: json.dumps(d, sort_keys=True).encode() for n, d in (("labels", labels), ("narrations", narrations))
+             if d is not None}
+    probe = [[r["video_id"], r["features_path"], Path(r["features_path"]).stat().st_size] for r in rows]
+    key = hashlib.sha256(json.dumps([tag, {k: hashlib.sha256(b).hexdigest() for k, b in blobs.items()}, probe,
+                                     train_cfg.__dict__], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    work = cache / "labeler" / f"{tag}-{key}"
+    work.mkdir(parents=True, exist_ok=True)
+    _link_features(rows, work / "features")
+    paths = {}
+    for n, b in blobs.items():
+        p = work / f"{n}.json"
+        if not p.exists() or p.read_bytes() != b:
+            p.write_bytes(b)
+        paths[n] = p
+    summary = train(work / "features", work / "ckpt", labels=paths.get("labels"), narrations=paths.get("narrations"),
+                    cfg=train_cfg, text_cache=cache / "nasva_text.sqlite", visual_backbone=cfg.visual_backbone,
+                    progress=False)
+    dest = Path(inputs.artefact_dir) / "labeler"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("model.pt", "config.json", "train_log.jsonl"):
+        if (work / "ckpt" / name).exists():
+            shutil.copyfile(work / "ckpt" / name, dest / name)
+    return {"checkpoint": "labeler", "sha256": _sha256(dest / "model.pt"),
+            "text_cache": str(cache / "nasva_text.sqlite"), "train_key": key,
+            "num_videos": len(rows), "num_texts": sum(len(v) for v in (labels or narrations or {}).values()),
+            "loss_per_epoch": [e.get("loss") for e in summary.get("log", [])],
+            "resumed_from_epoch": summary.get("resumed_from")}
+
+
+class _LabelerStage(Step):
+    id_field = "video_id"
+    uses_model = True
+
+    def gpus(self) -> float:
+        return gpus_for_device(self.cfg.labeler_device)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        st = self.state
+        info = {"checkpoint": str(Path(st["_artefacts"]) / st["checkpoint"]) if not os.path.isabs(st["checkpoint"])
+                else st["checkpoint"], "sha256": st["sha256"], "text_cache": st["text_cache"]}
+        for r in rows:
+            out.keep({**r, "labeler": info})
+
+
+class LabelerTraining(_LabelerStage):
+    """Spec §3.8.1: the round's NaSVA labeler, trained on ``train``-split videos with >= 1 label (texts ending at or
+    after ``max_vlen`` are excluded by the trainer); ``labeler_train_text=steps+narrations`` adds the W samples."""
+
+    version = "1"
+
+    def __init__(self, cfg: Any, round_: int = 1):
+        super().__init__(cfg)
+        self.round = round_
+        self.name = "train_labeler" if round_ == 1 else f"train_labeler_round{round_}"
+        self.config_keys = ("labeler_epochs", "labeler_batch_size", "labeler_lr", "seed", "max_vlen",
+                            "nasva_text_encoder", "labeler_train_text", "visual_backbone")
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        labels: dict[str, list[dict[str, Any]]] = {}
+        narrs: dict[str, list[dict[str, Any]]] = {}
+        rows = []
+        for r in inputs.data.rows():
+            if r["split"] != "train":
+                continue  # spec §5.2: heldout videos never train the labeler
+            if self.round == 1:
+                items = [{"text": s["text"], "start": s["stage1_start"], "end": s["stage1_end"]}
+                         for s in r["steps"] if s.get("stage1_start") is not None]
+            else:
+                items = [{"text": s["text"], "start": s["start"], "end": s["end"]} for s in r["grounded_steps"]]
+            if not items:
+                continue
+            labels[r["video_id"]] = items
+            if self.cfg.labeler_train_text == "steps+narrations":
+                narrs[r["video_id"]] = [{"text": n["text"], "start": n["start"], "end": n["end"]}
+                                        for n in r["narrations"]]
+            rows.append(r)
+        if not labels:
+            raise ConfigError("the NaSVA labeler has nothing to train on: no train-split video has a step above "
+                              "epsilon1 (Stage 1). Lower --set epsilon1, add inputs, or use --set rounds=0")
+        return _train(inputs, self.cfg, f"round{self.round}", labels, narrs or None, rows)
+
+
+class MptvaLongModel(_LabelerStage):
+    """Spec §4 S-V-long: ``mptva_long_model`` (a NaSVA checkpoint folder), else a NaSVA trained on the narrations of
+    the ``train`` split (W only, ASR timestamps as labels); its sha256 goes into provenance."""
+
+    name = "mptva_long_model"
+    version = "1"
+    config_keys = ("mptva_long_model", "labeler_epochs", "labeler_batch_size", "labeler_lr", "seed", "max_vlen",
+                   "nasva_text_encoder", "visual_backbone")
+    input_keys = ("mptva_long_model",)
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        from ...nasva.data import default_text_cache
+
+        if self.cfg.mptva_long_model:
+            ckpt = Path(self.cfg.mptva_long_model)
+            model = ckpt / "model.pt" if ckpt.is_dir() else ckpt
+            return {"checkpoint": str(ckpt.resolve()), "sha256": _sha256(model),
+                    "text_cache": str(Path(inputs.cache_dir) / "nasva_text.sqlite") if inputs.cache_dir
+                    else str(default_text_cache()), "trained": False}
+        narrs, rows = {}, []
+        for r in inputs.data.rows():
+            if r["split"] == "train" and r["narrations"]:
+                narrs[r["video_id"]] = [{"text": n["text"], "start": n["start"], "end": n["end"]}
+                                        for n in r["narrations"]]
+                rows.append(r)
+        if not narrs:
+            raise ConfigError("MPTVA S-V-long: no train-split video with narrations to train the long-term model on; "
+                              "give --set mptva_long_model=CKPT")
+        return {**_train(inputs, self.cfg, "mptva_long", None, narrs, rows), "trained": True}

