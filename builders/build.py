@@ -3,6 +3,8 @@
 Exit codes: 0 built; 2 bad config, input or work directory (locked by another build, not ours to ``--fresh``);
 3 nothing survived (statistics written beside the last release, which is kept); 4 shards left unfinished by
 persistent transient failures (rerun to retry them); 5 a step's error drops exceed ``--max-error-rate``.
+With ``--push ORG/NAME --version vX.Y.Z [--private]`` the built release is then published (``builders.publish``;
+exit 2 when publishing is refused or fails, the local release stays in place).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--shard-size", type=int, default=None, help="rows per work shard")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     g.add_argument("-q", "--quiet", action="store_true", help="no summary table")
+    h = p.add_argument_group("publish options (build, then python -m builders.publish OUT/<corpus>)")
+    h.add_argument("--push", default=None, metavar="ORG/NAME", help="publish the release to this Hub dataset repo")
+    h.add_argument("--version", default=None, metavar="vX.Y.Z", help="the release tag (with --push)")
+    h.add_argument("--private", action="store_true", help="create the Hub repo private (with --push)")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -69,6 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     except CorpusNotBuilt as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.push or args.version or args.private:   # checked before any work
+        from .publish import PublishError, check_repo_id, parse_version
+
+        try:
+            if not (args.push and args.version):
+                raise PublishError("--push ORG/NAME and --version vX.Y.Z go together")
+            parse_version(args.version)
+            check_repo_id(args.push)
+        except PublishError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     from .core.driver import run_build
     from .core.errors import BuildIncomplete, ErrorRateExceeded
     from .core.release_flow import BuildEmpty
@@ -90,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         return 5
     if not args.quiet:
         print(summary)
+    if args.push:
+        from .publish import PublishError, publish, redact
+
+        try:
+            publish(os.path.join(args.out, corpus.NAME), args.push, args.version, private=args.private)
+        except PublishError as e:
+            print(f"error: {redact(str(e))}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from datasets import Features, List, Value, load_dataset
+from datasets import Features, List, Value
 
 #: one grounded LLM step (spec §5.1): final window/score of the last round, the Stage-1 window, MPTVA pathway scores
 STEP: dict[str, Any] = {
@@ -76,12 +76,16 @@ CARD: dict[str, Any] = dict(
 )
 
 
-def load(path_or_repo: str = "howtostep", config: str = DEFAULT_CONFIG, revision: str | None = None, **kw: Any):
-    """Load a HowToStep release: a local folder (the ``howtostep`` folder a build wrote in the CWD) or a namespaced Hub
-    id such as ``<org>/howtostep`` pinned to a tag. Extra keyword arguments go to ``datasets.load_dataset``."""
-    if config not in FEATURES:
-        raise ValueError(f"unknown howtostep config {config!r}; expected one of {sorted(FEATURES)}")
-    return load_dataset(path_or_repo, config, revision=revision, **kw)
+def load(config: str | None = None, split: str | None = None, revision: str | None = None, repo: str | None = None,
+         **kw: Any):
+    """Load a howtostep release: the local folder ``./howtostep`` a build wrote, else the Hub repo ``repo=``,
+    else ``$PROCVID_HUB_ORG/howtostep``, else the default repo (``loading_scripts.hub.resolve``).
+
+    ``revision="vX.Y.Z"`` pins a published version (and, like ``repo=``, skips the local folder). Extra keyword
+    arguments go to ``datasets.load_dataset`` (``streaming=``, ``cache_dir=`` ...)."""
+    from . import hub
+
+    return hub.load("howtostep", FEATURES, DEFAULT_CONFIG, config, split=split, revision=revision, repo=repo, **kw)
 
 
 def to_release_layout(row: dict[str, Any]) -> dict[str, list[Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from datasets import ClassLabel, Features, List, Value, load_dataset
+from datasets import ClassLabel, Features, List, Value
 
 MODALITIES = ["text", "video"]
 PAIR_TYPES = ["text_text", "text_video", "video_video"]
@@ -165,7 +165,13 @@ def features(config: str) -> Features:
     return FEATURES[CONFIG_FEATURES[config]]
 
 
-def load(path_or_repo: str = "marc", config: str = DEFAULT_CONFIG, revision: str | None = None, **kw: Any):
-    """Load a MARC release: a local folder (the ``marc`` folder a build wrote) or a Hub id pinned to a tag."""
-    features(config)
-    return load_dataset(path_or_repo, config, revision=revision, **kw)
+def load(config: str | None = None, split: str | None = None, revision: str | None = None, repo: str | None = None,
+         **kw: Any):
+    """Load a marc release: the local folder ``./marc`` a build wrote, else the Hub repo ``repo=``,
+    else ``$PROCVID_HUB_ORG/marc``, else the default repo (``loading_scripts.hub.resolve``).
+
+    ``revision="vX.Y.Z"`` pins a published version (and, like ``repo=``, skips the local folder). Extra keyword
+    arguments go to ``datasets.load_dataset`` (``streaming=``, ``cache_dir=`` ...)."""
+    from . import hub
+
+    return hub.load("marc", CONFIG_FEATURES, DEFAULT_CONFIG, config, split=split, revision=revision, repo=repo, **kw)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from datasets import ClassLabel, Features, List, Value, load_dataset
+from datasets import ClassLabel, Features, List, Value
 
 # One kept (swapped, possibly merged) segment of a video (spec §3.5-§3.6, §4).
 SEGMENT: dict[str, Any] = {
@@ -123,15 +123,16 @@ CARD: dict[str, Any] = dict(
 )
 
 
-def load(path_or_repo: str = "sieve_swap", config: str = DEFAULT_CONFIG, revision: str | None = None, **kw: Any):
-    """Load a Sieve & Swap release: a local folder (e.g. the ``sieve_swap`` folder a build wrote in the CWD)
-    or a namespaced Hub id such as ``<org>/sieve_swap`` pinned to a tag (specs/releases.md §7-§8).
+def load(config: str | None = None, split: str | None = None, revision: str | None = None, repo: str | None = None,
+         **kw: Any):
+    """Load a sieve_swap release: the local folder ``./sieve_swap`` a build wrote, else the Hub repo ``repo=``,
+    else ``$PROCVID_HUB_ORG/sieve_swap``, else the default repo (``loading_scripts.hub.resolve``).
 
-    Extra keyword arguments go to ``datasets.load_dataset`` (``split=``, ``streaming=``, ``cache_dir=`` ...).
-    """
-    if config not in FEATURES:
-        raise ValueError(f"unknown sieve_swap config {config!r}; expected one of {sorted(FEATURES)}")
-    return load_dataset(path_or_repo, config, revision=revision, **kw)
+    ``revision="vX.Y.Z"`` pins a published version (and, like ``repo=``, skips the local folder). Extra keyword
+    arguments go to ``datasets.load_dataset`` (``streaming=``, ``cache_dir=`` ...)."""
+    from . import hub
+
+    return hub.load("sieve_swap", FEATURES, DEFAULT_CONFIG, config, split=split, revision=revision, repo=repo, **kw)
 
 
 def _seconds(x: Any) -> float:

@@ -129,6 +129,20 @@ def _histogram(values: Sequence[float], *, title: str, xlabel: str, unit: str = 
     return _img(_png(fig), title, f"{title}: mean {mean:.2f}{unit} over {arr.size:,} values")
 
 
+def _binned(title: str, hist: Mapping[str, Any]) -> str:
+    """A histogram a corpus computed itself (``{"edges": [...], "counts": [...]}``, e.g. score distributions)."""
+    edges, counts = list(hist.get("edges") or []), list(hist.get("counts") or [])
+    if len(edges) != len(counts) + 1 or not sum(counts):
+        return _nodata(title)
+    fig = _figure()
+    ax = fig.add_subplot(1, 1, 1)
+    widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
+    ax.bar(edges[:-1], counts, width=widths, align="edge", color=_BLUE, edgecolor="white")
+    ax.set_title(_mpl(title))
+    ax.set_ylabel("count")
+    return _img(_png(fig), title, f"{title}: {sum(counts):,} values")
+
+
 def _funnel_chart(steps: Mapping[str, Mapping[str, Any]]) -> str:
     names = list(steps)
     if not names:
@@ -299,6 +313,10 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapp
         + _histogram(vid_durs, title="video durations", xlabel="video duration (s)", unit=" s")
         + "</div>"
     )
+    extra: Mapping[str, Mapping[str, Any]] = stats.get("histograms") or {}
+    if extra:
+        parts.append("<h2>Corpus-specific distributions</h2>")
+        parts.append('<div class="grid">' + "".join(_binned(str(k), v) for k, v in extra.items()) + "</div>")
 
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -311,7 +329,8 @@ def write_report(
     path: str | os.PathLike, *, title: str, stats: Mapping[str, Any], videos: Sequence[Mapping[str, Any]]
 ) -> Path:
     """Write ``report.html`` at ``path`` (hidden temp file + rename). ``stats`` is the runner's statistics dict
-    (``corpus``, ``drops``, ``counters``, ``steps``, ``release``, ``quantities``); ``videos`` are rows of the
+    (``corpus``, ``drops``, ``counters``, ``steps``, ``release``, ``quantities``, optional ``histograms``: title ->
+    ``{"edges", "counts"}``); ``videos`` are rows of the
     ``default`` config (``segments`` with ``start``/``end``/``text``, ``duration``). Returns the path.
     """
     path = Path(path)

@@ -28,3 +28,15 @@ def test_report_has_plots_and_escapes_text(tmp_path):
 def test_report_without_videos(tmp_path):
     html = write_report(tmp_path / "r.html", title="empty", stats=stats(), videos=[]).read_text()
     assert "no data" in html.lower()
+
+
+def test_corpus_histograms_are_drawn_and_empty_ones_say_no_data(tmp_path):
+    from builders.core.report import render_report
+
+    stats = {"corpus": "c", "steps": {}, "histograms": {
+        "Stage-1 <score>": {"edges": [0.0, 0.5, 1.0], "counts": [3, 1]},
+        "empty": {"edges": [0.0, 1.0], "counts": [0]}}}
+    html = render_report(title="t", stats=stats, videos=[])
+    assert "Corpus-specific distributions" in html
+    assert "Stage-1 &lt;score&gt;: 4 values" in html and "data:image/png;base64," in html
+    assert "empty: no data" in html

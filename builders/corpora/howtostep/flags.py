@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Any
 
 from ...core.config import ConfigError
 from .config import TRANSCRIPT_FORMATS, HowToStepConfig, apply_preset
 
+log = logging.getLogger(__name__)
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "samples" / "howtostep"
 SAMPLE_INPUTS = {
     "videos": SAMPLE_DIR / "HowTo100M_v1.csv",
@@ -58,6 +60,9 @@ def resolve_inputs(cfg: HowToStepConfig) -> tuple[HowToStepConfig, bool]:
         for p in ([paths] if isinstance(paths, str) else list(paths or [])):
             if not Path(p).exists():
                 raise FileNotFoundError(f"--{key.replace('_', '-')}: {p} does not exist")
+    if not sample and not cfg.exclude:
+        log.warning("no --exclude given: every video goes to the train split. The paper holds out the HT-Step "
+                    "(video_splits.json) and TAN/HTM-Align (htm_holdout_vid.txt) videos (spec §5.2)")
     cfg = apply_preset(cfg)
     cfg.validate()
     return cfg, sample

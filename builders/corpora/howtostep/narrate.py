@@ -187,7 +187,8 @@ class LLMSteps(CacheDirStep):
         elif not steps:
             status, detail = "llm_unparsable", f"no parsable step in {len(ranges)} chunks"
         return {**r, "chunks": chunks, "steps": steps, "dropped_steps": dropped, "num_raw_steps": len(steps),
-                "llm_status": status, "llm_detail": detail}
+                "llm_status": status, "llm_detail": detail, "llm_model": self.backend.model_id,
+                "llm_runtime": self.backend.runtime}
 
 
 class RequireSteps(Step):

@@ -37,6 +37,12 @@ PAPER_QUANTITIES: dict[str, float | None] = {
 }
 
 
+#: spec §5.3 histograms shown in report.html (the statistics key -> title)
+HISTOGRAMS = {"narrations_per_video": "narrations per video", "steps_per_video": "kept steps per video",
+              "words_per_step": "words per kept step", "stage1_score": "Stage-1 score (all parsed steps)",
+              "final_score": "final score (kept steps)"}
+
+
 def _f32(x: Any) -> float | None:
     return None if x is None else float(np.float32(x))
 
@@ -58,8 +64,8 @@ def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]
     return {
         "builder_version": TOOLKIT_VERSION, "config_sha256": hashlib.sha256(conf.encode()).hexdigest(),
         "transcript_source": row["transcript_source"], "asr_model": row.get("asr_model") or "",
-        "sentencify_mode": row["sentencify_mode"], "llm": models["llm"]["model_id"],
-        "llm_runtime": models["llm"]["runtime"], "prompt_id": row["chunks"][0]["prompt_id"] if row["chunks"] else "",
+        "sentencify_mode": row["sentencify_mode"], "llm": row["llm_model"],
+        "llm_runtime": row["llm_runtime"], "prompt_id": row["chunks"][0]["prompt_id"] if row["chunks"] else "",
         "text_encoder": models["text_encoder"]["model_id"],
         "nasva_text_encoder": cfg.nasva_text_encoder if (two and cfg.rounds) or mptva else None,
         "visual_backbone": cfg.visual_backbone, "visual_features": row["visual_features"], "labeler": cfg.labeler,
@@ -210,7 +216,9 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path, info: dict
         corpus=NAME, title="HowToStep", report_title="HowToStep build report", features=schema.FEATURES,
         default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
         split_order=("train", "heldout"), rows={c: {} for c in schema.FEATURES}, models=models,
-        stats_extra={"howtostep": hs, "quantities": quantities(hs, info["sample"])},
+        stats_extra={"howtostep": hs, "quantities": quantities(hs, info["sample"]),
+                     "histograms": {title: hs[key]["histogram"] for key, title in HISTOGRAMS.items()
+                                    if hs[key]["histogram"]}},
         card_context=lambda stats, man: card_context(stats, man, cfg, hs),
         report_videos=[{"video_id": r["video_id"], "duration": r["duration"],
                         "segments": [{"start": s["start"], "end": s["end"], "text": s["text"]}
