@@ -31,9 +31,12 @@ sample: install
 	$(PYTHON) -m builders.build marc
 	$(PYTHON) -m builders.build howtostep
 
-# install the test dependencies and run the whole test suite
+# install the test dependencies and run the whole test suite, then the Hub contract suite in its own process
+# (the fake Hub of tests/hub_contract: HF_ENDPOINT and friends are read when huggingface_hub is imported)
 test: install-test
 	$(PYTHON) -m pytest
+	HF_ENDPOINT=https://fakehub.test HF_HUB_DISABLE_XET=1 HF_TOKEN=hf_fake HF_HUB_OFFLINE=0 \
+	  $(PYTHON) -m pytest tests/hub_contract -p no:cacheprovider --override-ini "addopts=-ra"
 
 # benchmarks (not part of the test suite): see tests/perf/README.md
 bench: install-test

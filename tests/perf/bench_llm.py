@@ -18,7 +18,11 @@ first EOS, padding after it excluded). tokens/s = output tokens / wall time of t
 prefill included). "decode positions" = rows x steps actually computed, padding included. The run checks that
 batched and sequential texts are identical (greedy). ``os.getloadavg()`` is recorded with every figure.
 
-    python tests/perf/bench_llm.py [--max-tokens 128] [--prompts 8] [--json]
+Threads: the backend uses torch's default (one per core). When other processes hold the cores, torch's threads wait
+for each other: on the shared 2-core machine (load ~4) one request ran at 1.2 tok/s with 2 threads and 8.5 tok/s
+with 1 thread. Use ``--threads 1`` on a shared machine, and compare figures only at similar load.
+
+    python tests/perf/bench_llm.py [--max-tokens 128] [--prompts 8] [--threads N] [--json]
     python -m pytest tests/perf/bench_llm.py -s -p no:cacheprovider --override-ini addopts=
 """
 
@@ -88,10 +92,13 @@ class _Counter:
         self.tokens, self.positions = 0, 0
 
 
-def run(n_prompts: int = 8, max_tokens: int = 128) -> dict[str, Any]:
+def run(n_prompts: int = 8, max_tokens: int = 128, threads: int | None = None) -> dict[str, Any]:
     import torch
 
     from builders.models.llm import LLMSettings, make_llm
+
+    if threads:
+        torch.set_num_threads(threads)
 
     out: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                        "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
@@ -167,9 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
-    out = run(args.prompts, args.max_tokens)
+    out = run(args.prompts, args.max_tokens, args.threads)
     if args.json:
         print(json.dumps(out))
     else:

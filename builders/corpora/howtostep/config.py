@@ -19,9 +19,9 @@ VISUAL_FEATURES = ("file", "compute", "simulated")
 PRESETS = ("cpu-offline", "paper")
 
 #: spec §6, "paper" column: what the paper preset switches (the rest of the config keeps its paper defaults)
-PAPER_PRESET = {"asr": "whisperx", "asr_device": "cuda", "asr_compute_type": "float16", "llm": "vllm",
-                "llm_device": "cuda", "asr_language": None, "visual_features": "compute", "vision_device": "cuda", "labeler_device": "cuda",
-                "sentencify_mode": "bert"}
+PAPER_PRESET = {"asr": "whisperx", "asr_device": "cuda", "asr_compute_type": "float16", "asr_language": None,
+                "llm": "vllm", "llm_device": "cuda", "visual_features": "compute", "vision_device": "cuda",
+                "labeler_device": "cuda", "sentencify_mode": "bert"}
 #: config keys that must hold a local path under the paper preset, by the setting that needs them
 PAPER_PATHS = {"asr_model_path": ("asr", "whisperx"), "asr_align_model_path": ("asr", "whisperx"),
                "llm_model_path": ("llm", "vllm"), "vision_model_path": ("visual_features", "compute")}
@@ -135,6 +135,14 @@ class HowToStepConfig:
             raise ConfigError("nu and tau must be > 0, delta_sec and labeler_epochs >= 0")
         if self.limit is not None and self.limit < 1:
             raise ConfigError("limit must be >= 1")
+        if self.labeler == "mptva" and self.visual_features != "simulated" and not self.mptva_allow_missing:
+            raise ConfigError("labeler=mptva: the S-V-short pathway needs a text tower paired with the visual "
+                              "features, and offline only the simulated one exists: use visual_features=simulated "
+                              "or --set mptva_allow_missing=true (recorded in provenance)")
+        if self.sentencify_mode == "bert" and self.transcript_format in ("htm_raw", "sentencified"):
+            raise ConfigError("sentencify_mode=bert (TAN's felflare/bert-restore-punctuation, spec §3.2) is not "
+                              "implemented yet in this toolkit; use --set sentencify_mode=no_punct_fallback, or "
+                              "punctuated transcripts (whisperx / segments), which do not need it")
         if self.llm == "replay" and not self.llm_replay:
             raise ConfigError("llm=replay needs --set llm_replay=PATH (a JSONL of recorded outputs or a release)")
 
@@ -161,8 +169,4 @@ def apply_preset(cfg: HowToStepConfig, explicit: set[str] | None = None) -> HowT
     if missing:
         raise ConfigError("preset=paper needs local model paths (nothing is downloaded): set "
                           + ", ".join(f"--set {k}=PATH" for k in missing))
-    if cfg.sentencify_mode == "bert" and cfg.transcript_format in ("htm_raw", "sentencified"):
-        raise ConfigError("sentencify_mode=bert (TAN's felflare/bert-restore-punctuation, spec §3.2) is not "
-                          "implemented yet in this toolkit; use --set sentencify_mode=no_punct_fallback, or "
-                          "punctuated transcripts (whisperx / segments), which do not need it")
     return cfg

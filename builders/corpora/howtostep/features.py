@@ -81,6 +81,7 @@ class VisualFeatures(Step):
             self.text = get_text_encoder(cfg.text_encoder)
 
     def process(self, rows: list[Row], out: Out) -> None:
+        from ...models.media import MediaError
         from ...sources.visual_features import FeatureFileError
 
         for r in rows:
@@ -89,6 +90,9 @@ class VisualFeatures(Step):
                 path, T, source = self._features(r, out)
             except FeatureFileError as e:
                 out.drop(vid, e.reason, e.detail)
+                continue
+            except MediaError as e:  # compute: the frames cannot be decoded (spec §7 ``video_unreadable``)
+                out.drop(vid, "video_unreadable", str(e))
                 continue
             dur = r.get("duration")
             if dur is not None and abs(T - dur) > 2.0:  # spec §7: proceed with T
@@ -118,16 +122,12 @@ class VisualFeatures(Step):
                 path = self._write(vid, x)
             return Path(path), x.shape[0], "file"
         if cfg.visual_features == "compute":
-            from ...models import media
             from ...models.vision_encoder import extract_video_features
 
             src = self.media_files.get(vid)
             if src is None:
                 raise FeatureFileError("missing_features", "visual_features=compute but no video file under --media")
-            try:
-                x, manifest = extract_video_features(src, self.encoder, num_seconds=frame_count(r))
-            except media.MediaError as e:
-                raise FeatureFileError("bad_features", f"video_unreadable: {e}") from e
+            x, manifest = extract_video_features(src, self.encoder, num_seconds=frame_count(r))  # MediaError: above
             if manifest.get("padded_rows"):
                 out.count("feature_rows_padded", int(manifest["padded_rows"]))
             if x.shape[1] != cfg.visual_dim:

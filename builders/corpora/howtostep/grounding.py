@@ -20,7 +20,7 @@ import numpy as np
 from ...core.records import Out, Row
 from ...core.step import Step, gpus_for_device
 from .features import VisualFeatures, load_row_features
-from .labeler import LabelerTraining, MptvaLongModel
+from .labeler import LabelerTraining, MptvaLongModel, require_mptva_pathways
 
 
 def _drop_step(row_drops: list[dict[str, Any]], step: dict[str, Any], stage: str, reason: str,
@@ -191,6 +191,7 @@ class MptvaLabels(Step):
         super().setup(state)
         from ...nasva.data import get_text_encoder
 
+        require_mptva_pathways(self.cfg)  # also when the long model's fit was cached
         self.g = get_text_encoder(self.cfg.text_encoder)
         self._long = None
 

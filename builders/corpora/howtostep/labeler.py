@@ -142,10 +142,24 @@ class LabelerTraining(_LabelerStage):
                 narrs[r["video_id"]] = [{"text": n["text"], "start": n["start"], "end": n["end"]}
                                         for n in r["narrations"]]
             rows.append(r)
-        if not labels:
+        if not labels and self.round == 1:
             raise ConfigError("the NaSVA labeler has nothing to train on: no train-split video has a step above "
                               "epsilon1 (Stage 1). Lower --set epsilon1, add inputs, or use --set rounds=0")
+        if not labels:  # spec §3.9: round r trains on round r-1's kept steps
+            raise ConfigError(f"the round-{self.round} NaSVA labeler has nothing to train on: round {self.round - 1} "
+                              "kept no step of a train-split video (Stage 2 threshold). Lower the round-1 "
+                              f"--set epsilon2, add inputs, or use --set rounds={self.round - 1}")
         return _train(inputs, self.cfg, f"round{self.round}", labels, narrs or None, rows)
+
+
+def require_mptva_pathways(cfg: Any) -> None:
+    """Spec §4: S-V-short needs a text tower paired with the visual features; offline only the simulated one exists.
+    Without it MPTVA fails before any training, unless ``mptva_allow_missing`` (the two other pathways averaged)."""
+    if cfg.labeler == "mptva" and cfg.visual_features != "simulated" and not cfg.mptva_allow_missing:
+        raise ConfigError(f"labeler=mptva with visual_features={cfg.visual_features}: the S-V-short pathway needs a "
+                          "text tower paired with the visual features, and offline only the simulated one exists "
+                          "(spec §4). Use --set visual_features=simulated, or --set mptva_allow_missing=true to "
+                          "average S-N-V and S-V-long (recorded in provenance)")
 
 
 class MptvaLongModel(_LabelerStage):
@@ -161,6 +175,7 @@ class MptvaLongModel(_LabelerStage):
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         from ...nasva.data import default_text_cache
 
+        require_mptva_pathways(self.cfg)  # before a long model is trained for nothing
         if self.cfg.mptva_long_model:
             ckpt = Path(self.cfg.mptva_long_model)
             model = ckpt / "model.pt" if ckpt.is_dir() else ckpt

@@ -60,6 +60,11 @@ def _summary(values: list[float], bins: int, hi: float) -> dict[str, Any]:
 def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
     """The per-row provenance of spec §5.1; fields that do not apply to the labeler are null (§5.2)."""
     two, mptva = cfg.labeler == "two_stage", cfg.labeler == "mptva"
+    eps2, delta = cfg.epsilon2, cfg.delta_sec
+    if two and cfg.rounds >= 2:  # the final round's settings (spec §3.9, Table 9)
+        from ...ops.step_timestamps import round_settings
+
+        eps2, _, delta = round_settings(cfg.rounds)
     conf = json.dumps(to_dict(cfg), sort_keys=True, default=str)
     return {
         "builder_version": TOOLKIT_VERSION, "config_sha256": hashlib.sha256(conf.encode()).hexdigest(),
@@ -71,8 +76,8 @@ def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]
         "visual_backbone": cfg.visual_backbone, "visual_features": row["visual_features"], "labeler": cfg.labeler,
         "anchor": row.get("anchor"), "labeler_checkpoint_sha256": row.get("labeler_sha256"),
         "nu": cfg.nu if two else None, "zeta": cfg.zeta if two else None,
-        "epsilon1": cfg.epsilon1 if two else None, "epsilon2": cfg.epsilon2 if two and cfg.rounds else None,
-        "delta_sec": cfg.delta_sec if (two and cfg.rounds) or cfg.labeler == "llm_timestamps" else None,
+        "epsilon1": cfg.epsilon1 if two else None, "epsilon2": eps2 if two and cfg.rounds else None,
+        "delta_sec": (delta if two and cfg.rounds else cfg.delta_sec if cfg.labeler == "llm_timestamps" else None),
         "tau": cfg.tau if mptva else None, "gamma": cfg.mptva_gamma if mptva else None,
         "rounds": cfg.rounds if two else None, "window_w": cfg.mptva_w if mptva else None,
         "chunk_size": cfg.chunk_size, "max_vlen": cfg.max_vlen,

@@ -10,9 +10,9 @@ import contextlib
 import io
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -79,23 +79,40 @@ def write_features(folder: Path, vid: str, T: int, dim: int, seed: int = 0) -> P
 
 @dataclass
 class Inputs:
-    """A small HowToStep input set in ``root``: bundled WhisperX transcripts copied under the given ids, a videos
-    csv, a replay file answering every chunk with ``answer(vid, chunk_index, chunk_text)``, optional feature files."""
+    """A small HowToStep input set in ``root`` (see :func:`make_inputs`): WhisperX transcripts, a videos csv, a
+    replay file answering every chunk with ``answer(vid, chunk_index, chunk_text)``, optional feature files;
+    ``ids`` = every video, ``args`` = the build's input flags."""
 
     root: Path
     ids: list[str]
     args: list[str] = field(default_factory=list)
 
 
+def write_whisperx(path: Path, sentences: list[tuple[str, float, float]], language: str | None = "en") -> Path:
+    """A WhisperX json without word times: one segment per (text, start, end) (spec §2.2)."""
+    obj: dict = {"segments": [{"start": s, "end": e, "text": t} for t, s, e in sentences]}
+    if language:
+        obj["language"] = language
+    path.write_text(json.dumps(obj))
+    return path
+
+
 def make_inputs(root: Path, ids: list[str] | None = None, *, answer: Callable[[str, int, str], str | None] | None = None,
-                features_dim: int | None = None, prompt_id: str | None = None) -> Inputs:
+                features_dim: int | None = None, prompt_id: str | None = None,
+                custom: dict[str, list[tuple[str, float, float]]] | None = None) -> Inputs:
+    """``ids``: bundled transcripts (a bundled id keeps its own, another id takes one by position); ``custom``: more
+    videos with the given (text, start, end) sentences as WhisperX segments."""
     ids = list(ids or GOOD)
+    custom = custom or {}
     tr = root / "transcripts"
     tr.mkdir(parents=True, exist_ok=True)
     answers: dict[str, list[str]] = {}
-    for i, vid in enumerate(ids):
-        src = sample_transcript(vid if vid in GOOD else GOOD[i % len(GOOD)])
-        shutil.copyfile(src, tr / f"{vid}.json")
+    for i, vid in enumerate(ids + [v for v in custom if v not in ids]):
+        if vid in custom:
+            src = write_whisperx(tr / f"{vid}.json", custom[vid])
+        else:
+            src = sample_transcript(vid if vid in GOOD else GOOD[i % len(GOOD)])
+            shutil.copyfile(src, tr / f"{vid}.json")
         outs = []
         for ci, chunk in enumerate(narration_chunks(src)):
             out = (answer or (lambda v, c, t: numbered_steps(t)))(vid, ci, chunk)
@@ -106,13 +123,29 @@ def make_inputs(root: Path, ids: list[str] | None = None, *, answer: Callable[[s
             T = int(json.loads(src.read_text())["segments"][-1]["end"]) + 1
             write_features(root / "features", vid, T, features_dim, seed=i)
     write_replay(root / "replay.jsonl", answers, prompt_id)
-    write_videos_csv(root / "videos.csv", ids)
+    write_videos_csv(root / "videos.csv", list(answers))
     args = ["--videos", str(root / "videos.csv"), "--transcripts", str(tr), "--transcript-format", "whisperx",
             "--set", "llm=replay", "--set", f"llm_replay={root / 'replay.jsonl'}"]
     if features_dim:
         args += ["--features", str(root / "features"), "--set", "visual_features=file",
                  "--set", f"visual_dim={features_dim}"]
-    return Inputs(root, ids, args)
+    return Inputs(root, list(answers), args)
+
+
+#: a 1x1 PNG: what the build report embeds for each figure while ``quick_report_figures`` is on
+TINY_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+@contextlib.contextmanager
+def quick_report_figures():
+    """Skip the PNG encoding of the build report's figures (matplotlib's ``tight_layout`` + ``savefig``, ~0.3 s
+    each, a dozen per build): the report is still rendered and written, with a 1x1 image per figure. The report
+    itself is checked by test_build.py and test_bad_input.py, which do not use this."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("builders.core.report._png", lambda fig: TINY_PNG)
+        yield
 
 
 def run_build(out: Path, *args: str) -> tuple[int, str, Path]:
