@@ -90,7 +90,9 @@ class HFClipVisionEncoder:
 
             model = CLIPModel.from_pretrained(str(path), local_files_only=True)
             self.model_id = f"transformers CLIPModel {path.name}"
+            self._tok_path = path
         else:
+            self._tok_path = None
             model = path_or_model
             name = getattr(model.config, "_name_or_path", "") or "random-init"
             self.model_id = f"transformers CLIPModel {Path(name).name if name else 'random-init'}"
@@ -109,6 +111,31 @@ class HFClipVisionEncoder:
                 x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype)
                 feats = self.model.get_image_features(pixel_values=x)
                 if not torch.is_tensor(feats):  # transformers 5 returns an output object with the projection
+                    feats = feats.pooler_output
+                out[sl] = feats.float().cpu().numpy()
+        return out
+
+    def encode_texts(self, texts: list[str], tokenizer: Any = None) -> np.ndarray:
+        """The paired text tower (``get_text_features``): float32 ``[N, dim]`` un-normalised, in the image space.
+
+        HowToStep uses it for MPTVA's S-V-short pathway and ``stage1_method=step_video`` (spec §3.7, §4); the tokenizer
+        comes from the model folder (``local_files_only``) unless one is given."""
+        torch = self._torch
+        if tokenizer is None:
+            if self._tok_path is None:
+                raise ValueError("encode_texts needs a tokenizer for a CLIPModel built in memory")
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(self._tok_path), local_files_only=True)
+        max_len = int(self.model.config.text_config.max_position_embeddings)
+        out = np.empty((len(texts), self.dim), np.float32)
+        with torch.inference_mode():
+            for sl in _batches(len(texts), self.batch_size):
+                enc = tokenizer(list(texts[sl]), padding=True, truncation=True, max_length=max_len,
+                                return_tensors="pt")
+                feats = self.model.get_text_features(input_ids=enc["input_ids"].to(self.device),
+                                                     attention_mask=enc["attention_mask"].to(self.device))
+                if not torch.is_tensor(feats):
                     feats = feats.pooler_output
                 out[sl] = feats.float().cpu().numpy()
         return out
@@ -145,6 +172,7 @@ class OpenClipVisionEncoder:
         self.image_size = int(size[0] if isinstance(size, (tuple, list)) else size)
         self.dim = int(model.visual.output_dim)
         self.model_id = f"open_clip {arch} {path.name}"
+        self.arch = arch
 
     def encode_images(self, pixels: np.ndarray) -> np.ndarray:
         torch = self._torch
@@ -153,6 +181,18 @@ class OpenClipVisionEncoder:
             for sl in _batches(len(pixels), self.batch_size):
                 x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype)
                 out[sl] = self.model.encode_image(x).float().cpu().numpy()
+        return out
+
+    def encode_texts(self, texts: list[str], tokenizer: Any = None) -> np.ndarray:
+        """open_clip ``encode_text`` (the paired text tower), float32 ``[N, dim]`` un-normalised."""
+        import open_clip
+
+        torch = self._torch
+        tokenizer = tokenizer or open_clip.get_tokenizer(self.arch)
+        out = np.empty((len(texts), self.dim), np.float32)
+        with torch.inference_mode():
+            for sl in _batches(len(texts), self.batch_size):
+                out[sl] = self.model.encode_text(tokenizer(list(texts[sl])).to(self.device)).float().cpu().numpy()
         return out
 
 

@@ -51,3 +51,20 @@ def test_config_file(tmp_path):
         read_config_file(tmp_path / "list.yaml")
     with pytest.raises(ConfigError, match="not found"):
         read_config_file(tmp_path / "missing.yaml")
+
+
+def test_float_values_in_exponent_notation_and_dotted_keys():
+    """YAML 1.1 reads ``1e-3`` as a string: a float key still takes it; ``a.b`` names the flat key ``a_b``."""
+    from dataclasses import dataclass
+
+    from builders.core.config import ConfigError, apply_overrides, parse_sets
+
+    @dataclass(frozen=True)
+    class C:
+        labeler_lr: float = 1e-4
+        mptva_gamma: float = 0.65
+
+    c = apply_overrides(C(), parse_sets(["labeler_lr=1e-3", "mptva.gamma=0.6"]))
+    assert c.labeler_lr == 1e-3 and c.mptva_gamma == 0.6
+    with pytest.raises(ConfigError, match="expected a number"):
+        apply_overrides(C(), {"labeler_lr": "fast"})

@@ -208,3 +208,26 @@ def test_modules_import_no_heavy_library():
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_paired_text_tower_is_get_text_features(tiny_clip, tmp_path):
+    """``encode_texts`` (MPTVA S-V-short, step_video) = CLIPModel.get_text_features on the folder's tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({"[PAD]": 0, "[UNK]": 1, "boil": 2, "water": 3, "the": 4}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    folder = tmp_path / "tiny-clip"
+    tiny_clip.save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(folder)
+    enc = HFClipVisionEncoder(folder)
+    got = enc.encode_texts(["boil the water", "water"])
+    assert got.shape == (2, 16) and got.dtype == np.float32
+    with torch.no_grad():
+        ids = torch.tensor([[2, 4, 3]])
+        want = tiny_clip.get_text_features(input_ids=ids, attention_mask=torch.ones_like(ids))
+    want = want if torch.is_tensor(want) else want.pooler_output
+    np.testing.assert_allclose(got[0], want[0].numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="tokenizer"):
+        HFClipVisionEncoder(tiny_clip).encode_texts(["water"])

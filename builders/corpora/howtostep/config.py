@@ -57,7 +57,7 @@ class HowToStepConfig:
     language_threshold: float = 0.9        # TAN: mean langdetect P(en) > 0.9
     # ---- §3.3-§3.6 chunks, prompt, LLM, parser
     chunk_size: int = 10                   # paper "around 10 sentences"; MPTVA exactly 10
-    prompt_id: str | None = None           # None: howtostep_v3 (two_stage), mptva (mptva), howtostep_v1_ts (llm_timestamps)
+    prompt_id: str | None = None           # None: the labeler's own (howtostep_v3, mptva or howtostep_v1_ts)
     prompt_template: str | None = None     # a user's prompt file substituting the text of prompt_id
     llm: str = "smollm2"                   # smollm2 (CPU) | vllm (paper) | replay
     llm_model_path: str | None = None      # vLLM: local dir of Llama-2-7b-chat-hf / Llama-3.1-8B-Instruct
@@ -135,10 +135,14 @@ class HowToStepConfig:
             raise ConfigError("nu and tau must be > 0, delta_sec and labeler_epochs >= 0")
         if self.limit is not None and self.limit < 1:
             raise ConfigError("limit must be >= 1")
-        if self.labeler == "mptva" and self.visual_features != "simulated" and not self.mptva_allow_missing:
-            raise ConfigError("labeler=mptva: the S-V-short pathway needs a text tower paired with the visual "
-                              "features, and offline only the simulated one exists: use visual_features=simulated "
-                              "or --set mptva_allow_missing=true (recorded in provenance)")
+        if self.labeler == "mptva" or self.stage1_method == "step_video":
+            from .labeler import require_mptva_pathways
+
+            require_mptva_pathways(self)
+            if (self.stage1_method == "step_video" and self.visual_features != "simulated"
+                    and not self.vision_model_path):
+                raise ConfigError("stage1_method=step_video needs a text tower paired with the visual features: "
+                                  "visual_features=simulated or --set vision_model_path=DIR (the CLIP model)")
         if self.sentencify_mode == "bert" and self.transcript_format in ("htm_raw", "sentencified"):
             raise ConfigError("sentencify_mode=bert (TAN's felflare/bert-restore-punctuation, spec §3.2) is not "
                               "implemented yet in this toolkit; use --set sentencify_mode=no_punct_fallback, or "

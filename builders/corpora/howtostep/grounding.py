@@ -29,6 +29,37 @@ def _drop_step(row_drops: list[dict[str, Any]], step: dict[str, Any], stage: str
                       "stage": stage, "reason": reason, "score": None if score is None else float(score)})
 
 
+class PairedTextTower:
+    """Spec §3.10: the text tower paired with the visual features, for MPTVA's S-V-short and ``step_video``: P·e(text)
+    for simulated features (spec §6), else the CLIP model at ``vision_model_path`` (``encode_texts``), loaded once."""
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+        self._clip = None
+
+    def encode(self, row: Row, texts: list[str], g_emb: np.ndarray) -> np.ndarray | None:
+        from .labeler import has_paired_text_tower
+
+        if row["visual_features"] == "simulated":
+            from ...ops.simulated_features import simulated_text_tower
+
+            return simulated_text_tower(g_emb, dim=self.cfg.visual_dim, seed=0)
+        if not has_paired_text_tower(self.cfg):
+            return None
+        if self._clip is None:
+            from ...models.vision_encoder import make_vision_encoder
+
+            self._clip = make_vision_encoder(self.cfg.visual_backbone, self.cfg.vision_model_path,
+                                             self.cfg.vision_device)
+        return self._clip.encode_texts(texts)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    an = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    bn = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return an @ bn.T
+
+
 def _t_eff(row: Row, max_vlen: int) -> int:
     return int(min(row["num_frames"], max_vlen))
 
@@ -41,13 +72,15 @@ class Stage1(Step):
     version = "1"
     id_field = "video_id"
     uses_model = True
-    config_keys = ("text_encoder", "stage1_method", "nu", "zeta", "epsilon1", "max_vlen", "visual_dim")
+    config_keys = ("text_encoder", "stage1_method", "nu", "zeta", "epsilon1", "max_vlen", "visual_dim",
+                   "vision_model_path", "visual_backbone")
 
     def setup(self, state: Any) -> None:
         super().setup(state)
         from ...nasva.data import get_text_encoder
 
         self.g = get_text_encoder(self.cfg.text_encoder)
+        self.tower = PairedTextTower(self.cfg)
 
     def process(self, rows: list[Row], out: Out) -> None:
         from threadpoolctl import threadpool_limits
@@ -67,14 +100,12 @@ class Stage1(Step):
             starts = np.array([n["start"] for n in narr], dtype=np.float64)
             ends = np.array([n["end"] for n in narr], dtype=np.float64)
             if cfg.stage1_method == "step_video":
-                from ...ops.simulated_features import simulated_text_tower
-
-                if r["visual_features"] != "simulated":
-                    raise ValueError("stage1_method=step_video needs a text tower paired with the visual features; "
-                                     "offline only the simulated tower exists (visual_features=simulated)")
+                tower = self.tower.encode(r, [s["text"] for s in steps], s_emb)
+                if tower is None:
+                    raise ValueError("stage1_method=step_video needs a text tower paired with the visual features "
+                                     "(visual_features=simulated or vision_model_path)")
                 frames = load_row_features(r, cfg.visual_dim)[:T]
-                res = st.stage1_step_video(simulated_text_tower(s_emb, dim=cfg.visual_dim, seed=0), frames,
-                                           zeta=cfg.zeta, eps1=cfg.epsilon1)
+                res = st.stage1_step_video(tower, frames, zeta=cfg.zeta, eps1=cfg.epsilon1)
             else:
                 n_emb = self.g.encode([n["text"] for n in narr])
                 res = st.stage1_timestamps(s_emb, n_emb, starts, ends, T, nu=cfg.nu, zeta=cfg.zeta, eps1=cfg.epsilon1)
@@ -182,7 +213,7 @@ class MptvaLabels(Step):
     id_field = "video_id"
     uses_model = True
     config_keys = ("text_encoder", "tau", "mptva_w", "mptva_gamma", "mptva_gamma_mode", "mptva_keep_ratio",
-                   "mptva_allow_missing", "max_vlen", "visual_dim")
+                   "mptva_allow_missing", "max_vlen", "visual_dim", "vision_model_path", "visual_backbone")
 
     def gpus(self) -> float:
         return gpus_for_device(self.cfg.labeler_device)
@@ -193,13 +224,13 @@ class MptvaLabels(Step):
 
         require_mptva_pathways(self.cfg)  # also when the long model's fit was cached
         self.g = get_text_encoder(self.cfg.text_encoder)
+        self.tower = PairedTextTower(self.cfg)
         self._long = None
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...nasva.infer import Grounder
         from ...ops import step_timestamps as st
         from ...ops.mptva import mptva_fuse, snv_matrix
-        from ...ops.simulated_features import simulated_text_tower
 
         cfg = self.cfg
         for r in rows:
@@ -216,16 +247,8 @@ class MptvaLabels(Step):
                 self._long = Grounder(r["labeler"]["checkpoint"], device=cfg.labeler_device,
                                       text_cache=r["labeler"]["text_cache"])
             a_long = self._long.matrices([(feats, [s["text"] for s in steps])], mode="step", max_rows=cfg.max_vlen)[0]
-            a_short = None
-            if r["visual_features"] == "simulated":
-                tower = simulated_text_tower(s_emb, dim=cfg.visual_dim, seed=0)
-                fn = feats / np.maximum(np.linalg.norm(feats, axis=1, keepdims=True), 1e-12)
-                tn = tower / np.maximum(np.linalg.norm(tower, axis=1, keepdims=True), 1e-12)
-                a_short = tn @ fn.T
-            elif not cfg.mptva_allow_missing:
-                raise ValueError("MPTVA S-V-short needs a text tower paired with the visual features; offline only "
-                                 "the simulated one exists: use visual_features=simulated or "
-                                 "--set mptva_allow_missing=true (recorded in provenance)")
+            tower = self.tower.encode(r, [s["text"] for s in steps], s_emb)
+            a_short = None if tower is None else _cosines(tower, feats)  # S-V-short: cos(E_t(s_k), E_v(v_t))
             res = mptva_fuse(a_snv, a_long, a_short, W=cfg.mptva_w, gamma=cfg.mptva_gamma,
                              gamma_mode=cfg.mptva_gamma_mode, keep_ratio=cfg.mptva_keep_ratio,
                              allow_missing=cfg.mptva_allow_missing)

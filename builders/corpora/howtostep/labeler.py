@@ -25,9 +25,6 @@ from ...core.config import ConfigError
 from ...core.records import Out, Row
 from ...core.step import FitInputs, Step, gpus_for_device
 
-TRAIN_COLUMNS = ["video_id", "split", "steps", "narrations", "features_path", "num_frames", "grounded_steps"]
-
-
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -152,14 +149,21 @@ class LabelerTraining(_LabelerStage):
         return _train(inputs, self.cfg, f"round{self.round}", labels, narrs or None, rows)
 
 
+def has_paired_text_tower(cfg: Any) -> bool:
+    """Spec §3.10, §4: a text tower paired with the per-second visual features exists for the simulated features
+    (P·e(text), spec §6) and for CLIP features from the local model at ``vision_model_path`` (its ``get_text_features``:
+    computed features, or feature files that the user declares to come from that model)."""
+    return cfg.visual_features == "simulated" or bool(cfg.vision_model_path)
+
+
 def require_mptva_pathways(cfg: Any) -> None:
-    """Spec §4: S-V-short needs a text tower paired with the visual features; offline only the simulated one exists.
-    Without it MPTVA fails before any training, unless ``mptva_allow_missing`` (the two other pathways averaged)."""
-    if cfg.labeler == "mptva" and cfg.visual_features != "simulated" and not cfg.mptva_allow_missing:
+    """Spec §4: S-V-short needs a paired text tower (:func:`has_paired_text_tower`). Without it MPTVA fails before
+    any training, unless ``mptva_allow_missing`` (the two other pathways averaged)."""
+    if cfg.labeler == "mptva" and not has_paired_text_tower(cfg) and not cfg.mptva_allow_missing:
         raise ConfigError(f"labeler=mptva with visual_features={cfg.visual_features}: the S-V-short pathway needs a "
-                          "text tower paired with the visual features, and offline only the simulated one exists "
-                          "(spec §4). Use --set visual_features=simulated, or --set mptva_allow_missing=true to "
-                          "average S-N-V and S-V-long (recorded in provenance)")
+                          "text tower paired with the visual features (spec §4): use --set visual_features=simulated, "
+                          "or give the CLIP model the features come from with --set vision_model_path=DIR, or "
+                          "--set mptva_allow_missing=true to average S-N-V and S-V-long (recorded in provenance)")
 
 
 class MptvaLongModel(_LabelerStage):

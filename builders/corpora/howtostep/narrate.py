@@ -130,8 +130,9 @@ class LLMSteps(CacheDirStep):
         for r in rows:
             narr = r["narrations"]
             ranges = self._chunks(narr)
-            if len(ranges) > len(narr) // max(self.cfg.chunk_size, 1) + 1:
-                out.count("chunks_halved", len(ranges) - (len(narr) + self.cfg.chunk_size - 1) // self.cfg.chunk_size)
+            expected = -(-len(narr) // self.cfg.chunk_size)
+            if len(ranges) > expected:  # spec §3.3: chunks over the LLM's input budget were halved
+                out.count("chunks_halved", len(ranges) - expected)
             plans.append(ranges)
             for ci, (a, b) in enumerate(ranges):
                 sents = [(n["text"], n["start"], n["end"]) for n in narr[a:b + 1]]

