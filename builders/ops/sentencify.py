@@ -307,7 +307,8 @@ def _is_en(language: str) -> bool:
 def narrations_from_transcript(fmt: str, segments: Sequence[Sentence],
                                words: Sequence[Sequence[RawWord] | None] | None = None, *, seed: int | None = None,
                                language: str | None = None, english_check: EnglishCheck | None = None,
-                               min_narrations: int = MIN_NARRATIONS) -> Narrations:
+                               min_narrations: int = MIN_NARRATIONS,
+                               punctuate: Callable[[list[Sentence]], list[Sentence]] | None = None) -> Narrations:
     """The narration list N of one video (spec §3.2, §7) -> :class:`Narrations` (unpacks as ``(sentences,
     counters, sentencify_mode, reason)``).
 
@@ -325,7 +326,8 @@ def narrations_from_transcript(fmt: str, segments: Sequence[Sentence],
     segment does not void its neighbours' sentence; counted ``bad_timestamp``). Then ``sentencified`` is used
     as-is; punctuated text (:func:`is_punctuated`) is cut by :func:`sentencify_punctuated` (mode
     ``whisperx_words`` when WhisperX word times exist, else ``punctuated``); unpunctuated text by
-    :func:`sentencify_no_punct` (``no_punct_fallback``, which ignores word times). Finally
+    :func:`sentencify_no_punct` (``no_punct_fallback``, which ignores word times), or by ``punctuate(captions)``
+    when given (``bert``: TAN's punctuation model, :func:`cut_at_punctuation_labels`). Finally
     :func:`drop_bad_timestamps`; no sentence -> ``no_speech``; fewer than ``min_narrations`` = 5 ->
     ``too_few_narrations``; for ``segments``/``asr``/``sentencified`` and ``whisperx`` without ``language``, (a) on
     the sentences. Counters: those of the cleaning, ``bad_timestamp``, ``narrations`` (kept sentences).
@@ -372,6 +374,9 @@ def narrations_from_transcript(fmt: str, segments: Sequence[Sentence],
 
     if mode == MODE_SENTENCIFIED:
         sentences = list(segs)
+    elif mode == MODE_NO_PUNCT and punctuate is not None:  # GPU preset: TAN's punctuation model (spec §3.2)
+        mode = MODE_BERT
+        sentences = punctuate(list(segs))
     elif mode == MODE_NO_PUNCT:
         sentences = sentencify_no_punct(segs)
     else:
@@ -396,3 +401,47 @@ def _mode(fmt: str, texts: Sequence[str], has_word_times: bool) -> str:
     if not is_punctuated(texts):
         return MODE_NO_PUNCT
     return MODE_WHISPERX_WORDS if has_word_times and fmt in ("whisperx", "asr") else MODE_PUNCTUATED
+
+
+# ------------------------------------------------------------------------------------------- TAN punctuation model
+MODE_BERT = "bert"
+#: spec §3.2: with fewer than 20 pieces buffered only a full stop cuts; from 20 on any stop (adds , : ;)
+FULL_STOPS, ANY_STOPS, SHORT_BUFFER, PIECE_GAP_S = ".!?", ".!?,:;", 20, 1.0
+
+
+def cut_at_punctuation_labels(pieces: Sequence[str], continuation: Sequence[bool], starts: Sequence[float],
+                              ends: Sequence[float], labels: Sequence[str], *, short: int = SHORT_BUFFER,
+                              gap_s: float = PIECE_GAP_S) -> list[Sentence]:
+    """TAN's cut rule over BERT word pieces (spec §3.2, ``TemporalAlignNet/sentencify_text``).
+
+    ``labels`` are the punctuation model's classes per piece (``felflare/bert-restore-punctuation``: first character
+    the mark after the word, ``O`` for none; second ``U`` for an upper-case word). Cut after piece i when fewer than
+    ``short`` pieces are buffered and its label is a full stop, when ``short`` or more are buffered and it is any stop,
+    or when the gap to the next piece exceeds ``gap_s``; never inside a word (the next piece continues it) or at an
+    apostrophe. Words are rebuilt from their pieces, capitalised and punctuated as labelled."""
+    n = len(pieces)
+    out: list[Sentence] = []
+    words: list[str] = []
+    first = 0
+    for i in range(n):
+        text = pieces[i][2:] if continuation[i] and pieces[i].startswith("##") else pieces[i]
+        if continuation[i] and words:
+            words[-1] += text
+        else:
+            words.append(text)
+        label = labels[i] if i < len(labels) else "OO"
+        nxt_cont = i + 1 < n and continuation[i + 1]
+        if not nxt_cont:  # the word is complete: apply its label
+            if label[1:2] == "U":
+                words[-1] = words[-1][:1].upper() + words[-1][1:]
+            if label[:1] not in ("O", ""):
+                words[-1] += label[0]
+        buffered = i - first + 1
+        mark = label[:1]
+        apostrophe = "'" in (pieces[i], pieces[i + 1] if i + 1 < n else "") or mark == "'"
+        gap = i + 1 < n and float(starts[i + 1]) - float(ends[i]) > gap_s
+        stop = (buffered < short and mark in FULL_STOPS) or (buffered >= short and mark in ANY_STOPS)
+        if i == n - 1 or (not nxt_cont and not apostrophe and (stop or gap)):
+            out.append((" ".join(words), float(starts[first]), float(ends[i])))
+            words, first = [], i + 1
+    return out

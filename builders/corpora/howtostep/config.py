@@ -53,6 +53,7 @@ class HowToStepConfig:
     asr_language: str | None = "en"        # faster-whisper tiny.en is English-only; WhisperX auto-detects (None)
     # ---- §3.2 cleaning, sentencification, filters
     sentencify_mode: str = "no_punct_fallback"   # for unpunctuated htm_raw: no_punct_fallback (CPU) | bert (paper)
+    punctuation_model_path: str | None = None    # bert: local felflare/bert-restore-punctuation folder
     min_narrations: int = 5                # spec §3.2: >= 5 sentences
     language_threshold: float = 0.9        # TAN: mean langdetect P(en) > 0.9
     # ---- §3.3-§3.6 chunks, prompt, LLM, parser
@@ -143,10 +144,11 @@ class HowToStepConfig:
                     and not self.vision_model_path):
                 raise ConfigError("stage1_method=step_video needs a text tower paired with the visual features: "
                                   "visual_features=simulated or --set vision_model_path=DIR (the CLIP model)")
-        if self.sentencify_mode == "bert" and self.transcript_format in ("htm_raw", "sentencified"):
-            raise ConfigError("sentencify_mode=bert (TAN's felflare/bert-restore-punctuation, spec §3.2) is not "
-                              "implemented yet in this toolkit; use --set sentencify_mode=no_punct_fallback, or "
-                              "punctuated transcripts (whisperx / segments), which do not need it")
+        if self.sentencify_mode == "bert" and self.transcript_format == "htm_raw" and not self.punctuation_model_path:
+            raise ConfigError("sentencify_mode=bert (TAN's punctuation model for unpunctuated raw captions, spec "
+                              "§3.2) needs a local copy of felflare/bert-restore-punctuation: --set "
+                              "punctuation_model_path=DIR (nothing is downloaded), or --set "
+                              "sentencify_mode=no_punct_fallback")
         if self.llm == "replay" and not self.llm_replay:
             raise ConfigError("llm=replay needs --set llm_replay=PATH (a JSONL of recorded outputs or a release)")
 

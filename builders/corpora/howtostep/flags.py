@@ -25,7 +25,7 @@ SAMPLE_EXCLUDE = SAMPLE_DIR / "exclude_ids.txt"
 SAMPLE_LLM_MAX_TOKENS = 128
 INPUT_KEYS = ("videos", "tasks", "video_ids", "transcripts", "media", "features", "features_index")
 #: config keys holding input paths (fingerprinted, made relative in the manifest)
-PATH_KEYS = (*INPUT_KEYS, "exclude", "llm_replay", "prompt_template", "mptva_long_model")
+PATH_KEYS = (*INPUT_KEYS, "exclude", "llm_replay", "prompt_template", "mptva_long_model", "punctuation_model_path")
 
 
 def resolve_inputs(cfg: HowToStepConfig) -> tuple[HowToStepConfig, bool]:

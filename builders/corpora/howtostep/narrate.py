@@ -25,7 +25,19 @@ class Narrations(Step):
     name = "narrations"
     version = "1"
     id_field = "video_id"
-    config_keys = ("seed", "min_narrations", "language_threshold", "sentencify_mode")
+    config_keys = ("seed", "min_narrations", "language_threshold", "sentencify_mode", "punctuation_model_path")
+    uses_model = True
+
+    def setup(self, state: Any) -> None:
+        super().setup(state)
+        self.punctuate = None
+        if self.cfg.sentencify_mode == "bert" and self.cfg.transcript_format == "htm_raw":
+            from ...models.punctuation import BertPunctuator
+
+            self.punctuate = BertPunctuator(self.cfg.punctuation_model_path, device=self.cfg.asr_device)
+
+    def teardown(self) -> None:
+        self.punctuate = None
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...models.language import tan_language_filter
@@ -46,7 +58,7 @@ class Narrations(Step):
             # WhisperX ``language`` decides when present; langdetect (TAN filter (a)) runs otherwise (spec §3.2)
             res = narrations_from_transcript(r["transcript_source"], segments, words, seed=cfg.seed,
                                              language=lang or None, english_check=english,
-                                             min_narrations=cfg.min_narrations)
+                                             min_narrations=cfg.min_narrations, punctuate=self.punctuate)
             for k, v in res.counters.items():
                 out.count(k, v)
             if res.reason:

@@ -110,6 +110,43 @@ def htm_raw(tmp_path_factory) -> Path:
                           "rawcake0001": [t for t, _, _ in PUNCT_CAPTIONS]})
 
 
+def test_the_paper_preset_punctuation_model_cuts_unpunctuated_raw_captions(tmp_path):
+    """``sentencify_mode=bert`` (spec §3.2): TAN's punctuation model from a local folder (here a tiny random BERT
+    biased to end every word with a full stop) sentencifies the unpunctuated video; the punctuated one is unchanged."""
+    import torch
+    from transformers import BertConfig, BertForTokenClassification, BertTokenizerFast
+
+    labels = ["OU", "OO", ".O", ",O"]
+    words = sorted({w for t, _, _ in RAW_NARRATIONS for w in t.lower().replace(".", " ").split()})
+    folder = tmp_path / "punct"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tok = BertTokenizerFast(vocab=str(folder / "vocab.txt"))
+    cfg = BertConfig(vocab_size=len(words) + 5, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, num_labels=4, id2label=dict(enumerate(labels)),
+                     label2id={k: i for i, k in enumerate(labels)})
+    model = BertForTokenClassification(cfg).eval()
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.log(torch.tensor([0.05, 0.5, 0.4, 0.05])))  # OO 0.5-0.4 < ".O" 0.4
+    model.save_pretrained(str(folder))
+    tok.save_pretrained(str(folder))
+    raw = {vid: {"text": [c[0] for c in caps], "start": [c[1] for c in caps], "end": [c[2] for c in caps]}
+           for vid, caps in (("rawsoup0001", RAW_CAPTIONS), ("rawcake0001", PUNCT_CAPTIONS))}
+    (tmp_path / "raw_caption.json").write_text(json.dumps(raw))
+    root = _build_format(tmp_path, "htm_raw", tmp_path / "raw_caption.json",
+                         {"rawsoup0001": [t for t, _, _ in RAW_NARRATIONS],
+                          "rawcake0001": [t for t, _, _ in PUNCT_CAPTIONS]},
+                         "--set", "sentencify_mode=bert", "--set", f"punctuation_model_path={folder}")
+    rows = _narrations(root)
+    soup = rows["rawsoup0001"]
+    assert soup["sentencify_mode"] == "bert"
+    got_words = [n["text"] for n in soup["narrations"]]
+    assert all(len(t.split()) == 1 and t.endswith(".") for t in got_words)
+    assert [t[:-1] for t in got_words] == [w for t, _, _ in RAW_NARRATIONS for w in t.lower().split()]
+    assert rows["rawcake0001"]["sentencify_mode"] == "punctuated"
+
+
 def test_htm_raw_is_cleaned_and_sentencified_by_the_tan_rules(htm_raw):
     rows = _narrations(htm_raw)
     assert _triples(rows["rawsoup0001"]) == RAW_NARRATIONS
