@@ -91,7 +91,8 @@ class HowToStepConfig:
     labeler_device: str = "cpu"
     nasva_text_encoder: str = "minilm"
     # ---- §2.4, §6 visual features
-    visual_features: str = "simulated"     # file | compute | simulated (the bundled sample's default)
+    visual_features: str | None = None     # file | compute | simulated; None: simulated for the bundled sample,
+                                           # file when --features is given (a real build never simulates silently)
     visual_dim: int = 768                  # CLIP ViT-L/14 / InternVideo-MM-L14
     visual_backbone: str = "clip_vit_l14"
     vision_model_path: str | None = None   # local CLIPModel folder (compute)
@@ -109,7 +110,7 @@ class HowToStepConfig:
 
     def validate(self) -> None:
         checks = [("transcript_format", TRANSCRIPT_FORMATS, True), ("labeler", LABELERS, False),
-                  ("visual_features", VISUAL_FEATURES, False), ("preset", PRESETS, False),
+                  ("visual_features", VISUAL_FEATURES, True), ("preset", PRESETS, False),
                   ("asr", ("faster-whisper", "whisperx"), False), ("llm", ("smollm2", "vllm", "replay"), False),
                   ("anchor", ("start", "centre", "grown"), False), ("stage1_method", ("step_asr", "step_video"), False),
                   ("labeler_train_text", ("steps", "steps+narrations"), False),
@@ -136,7 +137,7 @@ class HowToStepConfig:
             raise ConfigError("nu and tau must be > 0, delta_sec and labeler_epochs >= 0")
         if self.limit is not None and self.limit < 1:
             raise ConfigError("limit must be >= 1")
-        if self.labeler == "mptva" or self.stage1_method == "step_video":
+        if self.visual_features is not None and (self.labeler == "mptva" or self.stage1_method == "step_video"):
             from .labeler import require_mptva_pathways
 
             require_mptva_pathways(self)

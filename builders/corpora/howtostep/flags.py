@@ -51,6 +51,13 @@ def resolve_inputs(cfg: HowToStepConfig) -> tuple[HowToStepConfig, bool]:
             raise FileNotFoundError(f"--transcript-format {cfg.transcript_format} needs --transcripts")
         if cfg.transcript_format == "asr" and not cfg.media:
             raise FileNotFoundError("--transcript-format asr needs --media DIR (the video files to transcribe)")
+    cfg = apply_preset(cfg)  # before the defaults below: the paper preset computes its features
+    if cfg.visual_features is None:
+        if not sample and not cfg.features:
+            raise ConfigError("give the visual features: --features DIR (per-second feature files), or --set "
+                              "visual_features=compute (CLIP from --media and vision_model_path) or "
+                              "visual_features=simulated (tests only: timestamps then say nothing about real grounding)")
+        cfg = dataclasses.replace(cfg, visual_features="simulated" if sample else "file")
     if cfg.visual_features == "file" and not cfg.features:
         raise FileNotFoundError("visual_features=file needs --features DIR (or --set visual_features=simulated)")
     if cfg.visual_features == "compute" and not cfg.media:
@@ -63,7 +70,6 @@ def resolve_inputs(cfg: HowToStepConfig) -> tuple[HowToStepConfig, bool]:
     if not sample and not cfg.exclude:
         log.warning("no --exclude given: every video goes to the train split. The paper holds out the HT-Step "
                     "(video_splits.json) and TAN/HTM-Align (htm_holdout_vid.txt) videos (spec §5.2)")
-    cfg = apply_preset(cfg)
     cfg.validate()
     return cfg, sample
 

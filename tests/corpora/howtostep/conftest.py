@@ -129,6 +129,8 @@ def make_inputs(root: Path, ids: list[str] | None = None, *, answer: Callable[[s
     if features_dim:
         args += ["--features", str(root / "features"), "--set", "visual_features=file",
                  "--set", f"visual_dim={features_dim}"]
+    else:  # a real build never simulates features by default: the tests ask for it
+        args += ["--set", "visual_features=simulated"]
     return Inputs(root, list(answers), args)
 
 

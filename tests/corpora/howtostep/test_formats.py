@@ -47,7 +47,7 @@ def _build_format(d: Path, fmt: str, transcripts: Path, narrations: dict[str, li
     write_videos_csv(d / "videos.csv", list(narrations))
     return build_ok(d / "out", "--videos", str(d / "videos.csv"), "--transcripts", str(transcripts),
                     "--transcript-format", fmt, "--set", "llm=replay", "--set", f"llm_replay={d / 'replay.jsonl'}",
-                    *FAST, "--set", "rounds=0", *extra)
+                    *FAST, "--set", "rounds=0", "--set", "visual_features=simulated", *extra)
 
 
 def _narrations(root: Path) -> dict[str, dict]:
@@ -341,3 +341,11 @@ def test_the_paper_preset_without_model_paths_exits_2_naming_them(tmp_path):
     rc, err, _ = run_build(tmp_path / "out", "--set", "preset=paper", "--set", "llm=replay",
                            "--set", f"llm_replay={replay}")
     assert rc == 2 and "vision_model_path" in err and "llm_model_path" not in err
+
+
+def test_a_real_build_never_simulates_features_unless_asked(tmp_path):
+    """Spec §6: simulated features are for the bundled sample and tests; inputs without --features exit 2."""
+    sample = Path(__file__).resolve().parents[3] / "builders" / "samples" / "howtostep"
+    rc, err, root = run_build(tmp_path / "out", "--videos", str(sample / "HowTo100M_v1.csv"), "--transcripts",
+                              str(sample / "transcripts"), "--transcript-format", "whisperx")
+    assert rc == 2 and "--features DIR" in err and "visual_features=simulated" in err and not root.exists()
