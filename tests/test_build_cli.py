@@ -17,7 +17,7 @@ def test_help_lists_the_four_corpora(capsys):
         assert name in out
 
 
-@pytest.mark.parametrize("corpus", ["howtostep", "showhowto"])
+@pytest.mark.parametrize("corpus", ["showhowto"])
 def test_unbuilt_corpus_exits_non_zero_with_a_clear_message(corpus, capsys, tmp_path):
     assert main([corpus, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
