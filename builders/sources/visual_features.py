@@ -20,7 +20,6 @@ Computed features (``visual_features=compute``) are stored by :func:`write_featu
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from collections.abc import Mapping
@@ -126,16 +125,12 @@ class FeatureIndex:
 def _decode(path: Path) -> np.ndarray:
     """float32 ``[T, C]`` through the NaSVA reader, its skip reasons folded into the two of spec §7.
 
-    NaN/Inf rows must reach :func:`repair_feature_rows`; the reader is asked to keep them when it offers the
-    ``allow_nonfinite`` keyword, else a file with any non-finite value is ``bad_features``.
+    NaN/Inf rows must reach :func:`repair_feature_rows`, so the reader keeps them (``allow_nonfinite``).
     """
     from builders.nasva import data as nasva_data
 
-    kwargs = {}
-    if "allow_nonfinite" in inspect.signature(nasva_data.load_feature_file).parameters:
-        kwargs["allow_nonfinite"] = True
     try:
-        return nasva_data.load_feature_file(path, **kwargs)
+        return nasva_data.load_feature_file(path, allow_nonfinite=True)
     except nasva_data.FeatureError as err:
         reason = MISSING_FEATURES if err.reason == MISSING_FEATURES else BAD_FEATURES
         raise FeatureFileError(reason, f"{err.reason}: {err}") from err

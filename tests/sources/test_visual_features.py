@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from builders.sources.visual_features import (
     write_feature_npy,
 )
 
-LOADER_KEEPS_NAN = "allow_nonfinite" in inspect.signature(nasva_data.load_feature_file).parameters
 
 
 def ramp(t: int, c: int) -> np.ndarray:
@@ -221,7 +219,6 @@ def test_nan_rows_from_a_loader_that_keeps_them(tmp_path, monkeypatch):
         read_visual_features(write(tmp_path / "w.npy", x), visual_dim=3)
 
 
-@pytest.mark.skipif(not LOADER_KEEPS_NAN, reason="builders.nasva.data.load_feature_file has no allow_nonfinite")
 @pytest.mark.parametrize("ext", [".npy", ".pth.tar"])
 def test_three_percent_nan_file_repaired(tmp_path, ext):
     x = ramp(100, 3)
@@ -229,15 +226,6 @@ def test_three_percent_nan_file_repaired(tmp_path, ext):
     got, counters = read_visual_features(write(tmp_path / f"v{ext}", x, torch.float16), visual_dim=3)
     assert counters == {"features_repaired": 3}
     assert got[0].tolist() == [2.0] * 3 and got[40].tolist() == got[41].tolist() == [40.0] * 3
-
-
-@pytest.mark.skipif(LOADER_KEEPS_NAN, reason="the loader keeps NaN rows: covered by the repair test")
-def test_nan_file_is_bad_while_the_loader_refuses_nan(tmp_path):
-    x = ramp(100, 3)
-    x[5] = np.nan
-    with pytest.raises(FeatureFileError) as err:
-        read_visual_features(write(tmp_path / "v.npy", x), visual_dim=3)
-    assert err.value.reason == "bad_features" and "nan_features" in err.value.detail
 
 
 def test_ten_percent_nan_file_is_bad(tmp_path):
