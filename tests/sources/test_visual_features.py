@@ -197,18 +197,7 @@ def test_ten_percent_zero_rows_in_a_file_is_bad(tmp_path):
     assert err.value.reason == "bad_features"
 
 
-def _keep_nan_loader(monkeypatch):
-    """Stand-in for ``load_feature_file(path, allow_nonfinite=True)`` on .npy files (the proposed loader keyword)."""
-
-    def load(path, allow_nonfinite=False):
-        assert allow_nonfinite is True
-        return np.load(path, allow_pickle=False).astype(np.float32)
-
-    monkeypatch.setattr(nasva_data, "load_feature_file", load)
-
-
-def test_nan_rows_from_a_loader_that_keeps_them(tmp_path, monkeypatch):
-    _keep_nan_loader(monkeypatch)
+def test_nan_rows_are_repaired_up_to_five_percent_and_rejected_above(tmp_path):
     x = ramp(100, 3)
     x[[10, 11, 12]] = np.nan  # 3%: rows 10-12 become row 9 (value 10)
     got, counters = read_visual_features(write(tmp_path / "v.npy", x), visual_dim=3)

