@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-import builders.nasva.data as nasva_data
 from builders.sources.visual_features import (
     DEFAULT_MAX_BYTES,
     FeatureFileError,
