@@ -17,12 +17,25 @@ def test_help_lists_the_four_corpora(capsys):
         assert name in out
 
 
-@pytest.mark.parametrize("corpus", ["showhowto"])
-def test_unbuilt_corpus_exits_non_zero_with_a_clear_message(corpus, capsys, tmp_path):
-    assert main([corpus, "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "not implemented yet" in err and corpus in err
-    assert not any(tmp_path.iterdir())
+def test_every_corpus_is_built_now():
+    from builders.corpora import CORPORA
+
+    assert all(CORPORA.values())
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: None, "needs --manifest FILE"),
+    (lambda d: (d / "m.csv").write_text("id,path\nabcdefghijk,v.mp4\n"), "must name video_id and video_path"),
+    (lambda d: (d / "m.csv").write_text(""), "is empty"),
+    (lambda d: (d / "m.csv").write_text("video_id,video_path,title\n"), "has no rows"),
+])
+def test_showhowto_manifest_is_checked_before_any_work(tmp_path, capsys, make, message):
+    make(tmp_path)
+    args = ["--manifest", str(tmp_path / "m.csv")] if (tmp_path / "m.csv").exists() else ["--tasks", str(tmp_path)]
+    out = tmp_path / "out"
+    assert main(["showhowto", "--out", str(out), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_missing_input_is_an_error_before_any_work(tmp_path, capsys):
@@ -56,8 +69,9 @@ def test_unreadable_config_file(tmp_path, capsys):
 
 
 def test_module_entry_point():
-    r = subprocess.run([sys.executable, "-m", "builders.build", "showhowto"], capture_output=True, text=True)
-    assert r.returncode == 2 and "not implemented yet" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "builders.build", "showhowto", "--manifest", "no/such.csv"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no/such.csv does not exist" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_marc_inputs_are_checked_before_any_work(tmp_path, capsys):

@@ -1,5 +1,8 @@
 """How the build classifies failures (ARCHITECTURE.md "Global stages, model steps and failures").
 
+* a whole input file that cannot be used at all (empty, not the format its flag names, a missing column, the wrong
+  JSON shape) -> :class:`InputError`, raised before any work where the corpus checks its inputs; it is a
+  ``ConfigError``, so ``python -m builders.build`` exits 2 with its message and no traceback;
 * bad data -> the step drops the row with a named reason (or the runner records ``step_error`` for an exception that
   only some rows raise);
 * a **transient** failure (a timeout, a refused or reset connection, CUDA out of memory, a backend that raises
@@ -9,6 +12,8 @@
 
 from __future__ import annotations
 
+from .config import ConfigError
+
 #: exception class names (anywhere in the MRO) treated as transient, for libraries we do not import here
 TRANSIENT_NAMES = frozenset({
     "OutOfMemoryError",            # torch.cuda.OutOfMemoryError
@@ -16,6 +21,12 @@ TRANSIENT_NAMES = frozenset({
     "APITimeoutError", "APIConnectionError", "RateLimitError", "ServiceUnavailableError",      # OpenAI-style clients
     "GetTimeoutError", "RayActorError", "ActorDiedError", "WorkerCrashedError", "ObjectLostError",  # Ray
 })
+
+
+class InputError(ConfigError):
+    """A whole input file is unusable (its message names the file and the problem): exit 2, never a drop per row.
+
+    A ``ValueError`` (through ``ConfigError``), as the readers raised before."""
 
 
 class TransientError(RuntimeError):

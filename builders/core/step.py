@@ -154,3 +154,19 @@ class Pipeline:
     source: Source
     steps: list[Step]
     shard_size: int = 256
+
+
+REQUEST_CACHE_FILE = "requests.sqlite"
+
+
+class CacheDirStep(Step):
+    """A step that needs the build's per-request cache (ASR, LLM: ARCHITECTURE.md "Requests to models"): its trivial
+    ``fit`` names the cache folder (keyed by its input's digest, so it costs nothing on a rerun)."""
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        return {"cache_dir": str(inputs.cache_dir)}
+
+    def request_cache(self):
+        from ..models.request_cache import RequestCache
+
+        return RequestCache(Path(self.state["cache_dir"]) / REQUEST_CACHE_FILE)

@@ -12,7 +12,7 @@ from types import ModuleType
 
 CORPORA: dict[str, str | None] = {
     "howtostep": "builders.corpora.howtostep",
-    "showhowto": None,   # ShowHowTo (paper 003): not built yet
+    "showhowto": "builders.corpora.showhowto",
     "sieve_swap": "builders.corpora.sieve_swap",
     "marc": "builders.corpora.marc",
 }
@@ -20,7 +20,7 @@ CORPORA: dict[str, str | None] = {
 DESCRIPTIONS = {
     "howtostep": "HowToStep: ASR narrations -> LLM steps -> Stage-1/Stage-2 (NaSVA self-training) timestamps "
                  "(Li et al., ECCV 2024; MPTVA option)",
-    "showhowto": "ShowHowTo: LLM filter + key steps + CLIP keyframe alignment (not built yet)",
+    "showhowto": "ShowHowTo: LLM filter + key steps + CLIP keyframe alignment (Souček et al., CVPR 2025)",
     "sieve_swap": "Sieve & Swap: HowTo100M cooking transcripts x RecipeNLG (Batra et al., ECCV 2024)",
     "marc": "MARC-style aligned recipes: web recipes + transcripts, HMM+IBM1 and joint alignment (Lin et al., 2020)",
 }

@@ -35,21 +35,36 @@ ERROR_LIMIT = 300  # characters of an exception message kept in LLMResult.error
 
 @dataclass(frozen=True)
 class LLMRequest:
-    """One chat request: a chunk of one video's transcript rendered with one prompt (howtostep.md §3.3-§3.4)."""
+    """One chat request: a chunk of one video's transcript rendered with one prompt (howtostep.md §3.3-§3.4), or one
+    stage of a video (showhowto.md §5: ``stage`` = ``"filter"`` | ``"keysteps"``, chunk_index 0).
+
+    ``max_tokens`` overrides the backend's cap for this request (ShowHowTo's two prompts differ); ``json_schema``
+    asks for constrained decoding under that JSON schema (vLLM structured outputs; showhowto.md §5, toolkit addition).
+    """
     request_id: str
     video_id: str
     chunk_index: int
     prompt_id: str
     messages: list[dict[str, str]]
+    stage: str | None = None
+    max_tokens: int | None = None
+    json_schema: dict | None = None
+
+    @property
+    def location(self) -> str:
+        """Where a recorded answer of this request is found in a replay source: the stage, else the chunk index."""
+        return self.stage if self.stage else str(int(self.chunk_index))
 
 
 @dataclass
 class LLMResult:
-    """The raw output ``text`` of a request, or ``error`` (``"llm_error: ..."``) when it failed."""
+    """The raw output ``text`` of a request, or ``error`` (``"llm_error: ..."``) when it failed. ``finish_reason``:
+    ``"stop"`` (the model ended), ``"length"`` (it hit ``max_tokens``), or None when unknown (replay)."""
     request_id: str
     text: str | None
     error: str | None = None
     cached: bool = False
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,7 @@ class LLMSettings:
     batch_size: int = 8
     replay_path: str | None = None
     device: str = "cpu"
+    prompt_format: str = "chat"   # chat: one user turn through the chat template | raw: the text as a completion
 
 
 @runtime_checkable
@@ -126,7 +142,7 @@ class SmolLM2Backend:
     def decoding(self) -> dict:
         s = self.settings
         return {"temperature": s.temperature, "max_tokens": s.max_tokens, "seed": s.seed, "n_ctx": s.n_ctx,
-                "dtype": "float32", "runtime": self.runtime}
+                "dtype": "float32", "runtime": self.runtime, **_format_key(s)}
 
     def info(self) -> dict:
         import torch
@@ -163,6 +179,8 @@ class SmolLM2Backend:
         return len(tok(text, add_special_tokens=False)["input_ids"])
 
     def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        if self.settings.prompt_format == "raw":  # a completion: the text itself, the tokenizer's own special tokens
+            return list(self._tokenizer()(raw_prompt(messages))["input_ids"])
         ids = self._tokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
         return list(ids["input_ids"])
 
@@ -174,34 +192,64 @@ class SmolLM2Backend:
         return self.settings.n_ctx - self.settings.max_tokens - self._overhead
 
     def generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
-        """All requests of a shard in one call, run in batches of ``batch_size`` (prompts sorted by length)."""
+        """All requests of a shard in one call, run in batches of ``batch_size`` (prompts sorted by length, grouped
+        by their ``max_tokens``). A row that ends without an end-of-sequence token has ``finish_reason="length"``."""
         import torch
 
         tok, model = self._load()
         s = self.settings
-        limit = s.n_ctx - s.max_tokens
+        if any(r.json_schema for r in requests):
+            raise ValueError("llm=smollm2 has no constrained decoding: json_schema needs llm=vllm")
         results: dict[int, LLMResult] = {}
-        todo: list[tuple[int, list[int]]] = []
+        todo: list[tuple[int, int, list[int]]] = []
         for i, req in enumerate(requests):
             ids = self._prompt_ids(req.messages)
-            if len(ids) > limit:
+            cap = req.max_tokens or s.max_tokens
+            if len(ids) > s.n_ctx - cap:
                 results[i] = LLMResult(req.request_id, None, f"llm_error: prompt of {len(ids)} tokens exceeds "
-                                                             f"n_ctx {s.n_ctx} - max_tokens {s.max_tokens}")
+                                                             f"n_ctx {s.n_ctx} - max_tokens {cap}")
             else:
-                todo.append((i, ids))
-        todo.sort(key=lambda item: len(item[1]))  # fewer pad tokens per batch; outputs do not depend on the order
+                todo.append((cap, i, ids))
+        todo.sort(key=lambda item: (item[0], len(item[2])))  # fewer pad tokens; outputs do not depend on the order
         sampling = {"do_sample": False} if s.temperature <= 0 else {"do_sample": True, "temperature": s.temperature}
-        for b in range(0, len(todo), max(1, s.batch_size)):
-            batch = todo[b:b + max(1, s.batch_size)]
-            enc = tok.pad({"input_ids": [ids for _, ids in batch]}, padding=True, return_tensors="pt")
-            enc = {k: v.to(s.device) for k, v in enc.items()}
-            torch.manual_seed(s.seed)
-            with torch.inference_mode():
-                out = model.generate(**enc, max_new_tokens=s.max_tokens, pad_token_id=tok.pad_token_id, **sampling)
-            texts = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            for (i, _), text in zip(batch, texts):
-                results[i] = LLMResult(requests[i].request_id, text)
+        eos = _eos_ids(tok, model)
+        size = max(1, s.batch_size)
+        groups: dict[int, list[tuple[int, list[int]]]] = {}
+        for cap, i, ids in todo:
+            groups.setdefault(cap, []).append((i, ids))
+        for cap, items in groups.items():
+            for b in range(0, len(items), size):
+                batch = items[b:b + size]
+                enc = tok.pad({"input_ids": [ids for _, ids in batch]}, padding=True, return_tensors="pt")
+                enc = {k: v.to(s.device) for k, v in enc.items()}
+                torch.manual_seed(s.seed)
+                with torch.inference_mode():
+                    out = model.generate(**enc, max_new_tokens=cap, pad_token_id=tok.pad_token_id, **sampling)
+                new = out[:, enc["input_ids"].shape[1]:]
+                texts = tok.batch_decode(new, skip_special_tokens=True)
+                for row, ((i, _), text) in enumerate(zip(batch, texts)):
+                    ended = bool(eos) and any(int(t) in eos for t in new[row].tolist())
+                    reason = "stop" if ended or new.shape[1] < cap else "length"
+                    results[i] = LLMResult(requests[i].request_id, text, finish_reason=reason)
         return [results[i] for i in range(len(requests))]
+
+
+def _eos_ids(tok: Any, model: Any) -> set[int]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids = ids if isinstance(ids, (list, tuple)) else [ids]
+    return {int(i) for i in [*ids, tok.eos_token_id] if i is not None}
+
+
+def raw_prompt(messages: list[dict[str, str]]) -> str:
+    """The completion text of a request under ``prompt_format="raw"``: its message contents joined by newlines."""
+    return "\n".join(m["content"] for m in messages)
+
+
+def _format_key(s: LLMSettings) -> dict:
+    """The prompt format enters the decoding (and so the cache key) only when it is not the default chat."""
+    if s.prompt_format not in ("chat", "raw"):
+        raise ValueError(f"prompt_format must be chat or raw, got {s.prompt_format!r}")
+    return {} if s.prompt_format == "chat" else {"prompt_format": s.prompt_format}
 
 
 # ============================================================================================== vLLM (GPU)
@@ -233,7 +281,7 @@ class VLLMBackend:
     def decoding(self) -> dict:
         s = self.settings
         return {"temperature": s.temperature, "max_tokens": s.max_tokens, "seed": s.seed, "dtype": s.dtype,
-                "max_model_len": s.max_model_len, "runtime": self.runtime}
+                "max_model_len": s.max_model_len, "runtime": self.runtime, **_format_key(s)}
 
     def info(self) -> dict:
         import vllm
@@ -260,18 +308,34 @@ class VLLMBackend:
             self._overhead = len(ids["input_ids"] if isinstance(ids, dict) else ids)
         return self.settings.max_model_len - self.settings.max_tokens - self._overhead
 
-    def generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
-        """One ``LLM.chat`` call for the whole batch (vLLM schedules it); outputs come back in request order."""
+    def sampling_params(self, request: LLMRequest) -> Any:
+        """Greedy decoding with the request's ``max_tokens``; a ``json_schema`` becomes vLLM's structured outputs
+        (``StructuredOutputsParams(json=...)``, the API since vLLM 0.12; showhowto.md §5 ``constrained_json``)."""
         import vllm
 
+        s = self.settings
+        extra: dict[str, Any] = {}
+        if request.json_schema:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            extra["structured_outputs"] = StructuredOutputsParams(json=request.json_schema)
+        return vllm.SamplingParams(temperature=s.temperature, max_tokens=request.max_tokens or s.max_tokens,
+                                   seed=s.seed, **extra)
+
+    def generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
+        """One ``LLM.chat`` (``LLM.generate`` for raw prompts) call for the whole batch, one ``SamplingParams`` per
+        request (vLLM schedules them); outputs come back in request order with vLLM's ``finish_reason``."""
         if not requests:
             return []
-        s = self.settings
-        params = vllm.SamplingParams(temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed)
-        outs = self._engine().chat([list(r.messages) for r in requests], params, use_tqdm=False)
+        params = [self.sampling_params(r) for r in requests]
+        if self.settings.prompt_format == "raw":
+            outs = self._engine().generate([raw_prompt(r.messages) for r in requests], params, use_tqdm=False)
+        else:
+            outs = self._engine().chat([list(r.messages) for r in requests], params, use_tqdm=False)
         if len(outs) != len(requests):
             raise RuntimeError(f"vllm returned {len(outs)} outputs for {len(requests)} requests")
-        return [LLMResult(r.request_id, o.outputs[0].text) for r, o in zip(requests, outs)]
+        return [LLMResult(r.request_id, o.outputs[0].text, finish_reason=getattr(o.outputs[0], "finish_reason", None))
+                for r, o in zip(requests, outs)]
 
 
 # ============================================================================================== replay
@@ -285,13 +349,19 @@ def _read_jsonl(path: Path) -> list[dict]:
                 continue
             try:
                 row = json.loads(line)
-                rows.append({"video_id": str(row["video_id"]), "chunk_index": int(row["chunk_index"]),
-                             "raw_output": row["raw_output"], "prompt_id": row.get("prompt_id")})
+                stage = row.get("stage")
+                if stage is not None and not (isinstance(stage, str) and stage):
+                    raise TypeError("stage is not a non-empty string")
+                location = stage if stage is not None else str(int(row["chunk_index"]))
+                finish = row.get("finish_reason")
+                rows.append({"video_id": str(row["video_id"]), "location": location,
+                             "raw_output": row["raw_output"], "prompt_id": row.get("prompt_id"),
+                             "finish_reason": finish if isinstance(finish, str) else None})
                 if not isinstance(rows[-1]["raw_output"], str):
                     raise TypeError("raw_output is not a string")
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f"{path} line {n}: malformed LLM output record ({describe(exc, 200)}); expected "
-                                 '{"video_id", "chunk_index", "raw_output"}') from None
+                                 '{"video_id", "chunk_index" or "stage", "raw_output"}') from None
     return rows
 
 
@@ -313,13 +383,14 @@ def _read_llm_outputs(path: Path) -> list[dict]:
     for file in _parquet_files(path):
         for video in pq.read_table(file, columns=["video_id", "chunks"]).to_pylist():
             for chunk in video["chunks"] or []:
-                rows.append({"video_id": str(video["video_id"]), "chunk_index": int(chunk["chunk_index"]),
-                             "raw_output": chunk.get("raw_output"), "prompt_id": chunk.get("prompt_id")})
+                rows.append({"video_id": str(video["video_id"]), "location": str(int(chunk["chunk_index"])),
+                             "raw_output": chunk.get("raw_output"), "prompt_id": chunk.get("prompt_id"),
+                             "finish_reason": None})
     return rows
 
 
 class ReplayBackend:
-    """Answers from recorded outputs, keyed by (video_id, chunk_index); no model runs.
+    """Answers from recorded outputs, keyed by (video_id, chunk_index) or (video_id, stage); no model runs.
 
     A recorded ``prompt_id`` (release rows carry one) must equal the request's, so outputs of another prompt are
     never parsed as if they answered this one. The content digest of the source is part of :meth:`decoding`.
@@ -338,12 +409,13 @@ class ReplayBackend:
             raise ValueError(f"llm_replay {settings.replay_path!r} does not exist")
         is_jsonl = self.path.is_file() and self.path.suffix != ".parquet"
         rows = _read_jsonl(self.path) if is_jsonl else _read_llm_outputs(self.path)
-        self.outputs: dict[tuple[str, int], tuple[str | None, str | None]] = {}
+        self.outputs: dict[tuple[str, str], tuple[str | None, str | None, str | None]] = {}
         for row in rows:
-            key = (row["video_id"], row["chunk_index"])
-            value = (row["raw_output"], row["prompt_id"])
+            key = (row["video_id"], row["location"])
+            value = (row["raw_output"], row["prompt_id"], row["finish_reason"])
             if self.outputs.setdefault(key, value) != value:
-                raise ValueError(f"{self.path}: two different recorded outputs for video {key[0]} chunk {key[1]}")
+                where = f"chunk {key[1]}" if key[1].isdigit() else f"stage {key[1]}"
+                raise ValueError(f"{self.path}: two different recorded outputs for video {key[0]} {where}")
         self.model_id = f"replay:{self.path.name}"
         digest = hashlib.sha256(json.dumps(sorted(self.outputs.items()), ensure_ascii=False).encode("utf-8"))
         self.digest = digest.hexdigest()
@@ -358,15 +430,16 @@ class ReplayBackend:
     def generate(self, requests: list[LLMRequest]) -> list[LLMResult]:
         out = []
         for r in requests:
-            raw, prompt_id = self.outputs.get((r.video_id, int(r.chunk_index)), (None, None))
+            raw, prompt_id, finish = self.outputs.get((r.video_id, r.location), (None, None, None))
+            where = f"stage {r.stage}" if r.stage else f"chunk {r.chunk_index}"
             if raw is None:
-                error = f"llm_error: no recorded output for video {r.video_id} chunk {r.chunk_index} in {self.path.name}"
+                error = f"llm_error: no recorded output for video {r.video_id} {where} in {self.path.name}"
             elif prompt_id and prompt_id != r.prompt_id:
-                error = (f"llm_error: recorded output for video {r.video_id} chunk {r.chunk_index} is for prompt "
+                error = (f"llm_error: recorded output for video {r.video_id} {where} is for prompt "
                          f"{prompt_id}, not {r.prompt_id}")
             else:
                 error = None
-            out.append(LLMResult(r.request_id, None if error else raw, error))
+            out.append(LLMResult(r.request_id, None if error else raw, error, finish_reason=None if error else finish))
         return out
 
 
@@ -421,6 +494,20 @@ def _checked(results: list[LLMResult], requests: list[LLMRequest]) -> list[LLMRe
     return results
 
 
+def _request_key_extra(r: LLMRequest, located: bool) -> dict[str, Any]:
+    """Request-level parts of the cache key: the per-request cap and schema when set, the replay location."""
+    extra: dict[str, Any] = {}
+    if located:
+        extra.update({"video_id": r.video_id, "chunk_index": int(r.chunk_index)})
+        if r.stage:
+            extra["stage"] = r.stage
+    if r.max_tokens is not None:
+        extra["max_tokens"] = int(r.max_tokens)
+    if r.json_schema:
+        extra["json_schema"] = r.json_schema
+    return extra
+
+
 def generate_cached(backend: LLMBackend, requests: list[LLMRequest], cache: RequestCache | None,
                     code_version: str) -> tuple[list[LLMResult], dict[str, int]]:
     """Results in request order, cached ones flagged ``cached=True``; counters ``{"llm_requests": n_sent,
@@ -431,15 +518,14 @@ def generate_cached(backend: LLMBackend, requests: list[LLMRequest], cache: Requ
     decoding = backend.decoding()
     located = bool(getattr(backend, "keyed_by_location", False))  # replay: the answer depends on (video, chunk)
     keys = [RequestCache.key(messages=r.messages, model_id=backend.model_id, decoding=decoding, prompt_id=r.prompt_id,
-                             code_version=code_version, **({"video_id": r.video_id, "chunk_index": int(r.chunk_index)}
-                                                           if located else {})) for r in requests]
+                             code_version=code_version, **_request_key_extra(r, located)) for r in requests]
     found = cache.get_many(keys) if cache is not None and keys else {}
     results: list[LLMResult | None] = [None] * len(requests)
     first: dict[str, int] = {}  # key -> index of the request sent for it
     for i, (r, k) in enumerate(zip(requests, keys)):
         hit = found.get(k)
         if isinstance(hit, dict) and isinstance(hit.get("text"), str):
-            results[i] = LLMResult(r.request_id, hit["text"], None, cached=True)
+            results[i] = LLMResult(r.request_id, hit["text"], None, cached=True, finish_reason=hit.get("finish_reason"))
         else:
             first.setdefault(k, i)
     sent = [requests[i] for i in first.values()]
@@ -449,7 +535,8 @@ def generate_cached(backend: LLMBackend, requests: list[LLMRequest], cache: Requ
         if results[i] is None:
             results[i] = replace(by_key[k], request_id=r.request_id, cached=False)
     if cache is not None:
-        store = {k: {"text": res.text} for k, res in by_key.items() if res.error is None and res.text is not None}
+        store = {k: {"text": res.text, **({"finish_reason": res.finish_reason} if res.finish_reason else {})}
+                 for k, res in by_key.items() if res.error is None and res.text is not None}
         cache.put_many(store)
     n_hit = sum(1 for res in results if res is not None and res.cached)
     return [res for res in results if res is not None], {"llm_requests": len(sent), "llm_cache_hits": n_hit}

@@ -301,3 +301,68 @@ def frames_1fps(path: str | Path, num_seconds: int | None = None,
         return np.stack(frames), stats["padded_rows"]
     info = probe(path, max_bytes)
     return np.zeros((0, info.height, info.width, 3), np.uint8), stats.get("padded_rows", 0)
+
+
+def iter_grid_frames(path: str | Path, fps: int = 5, wanted: Any = None, max_bytes: int = MAX_FILE_BYTES,
+                     max_frames: int = 6 * 3600 * 5, stats: dict[str, int] | None = None
+                     ) -> Iterator[tuple[int, np.ndarray | None]]:
+    """Frames of ffmpeg's ``fps=<fps>`` output grid, streaming: yields ``(g, rgb)`` for every grid frame ``g`` (time
+    ``g / fps`` s from the container start), ``rgb`` a uint8 [H, W, 3] array when ``wanted(g)`` is true, else None
+    (no pixel conversion). Spec ``showhowto.md`` §6: the grid is decoded once, ``t_last = (N - 1) / fps`` for ``N``
+    grid frames.
+
+    Selection as vf_fps with ``round=near`` (see :func:`iter_frames_1fps`): tick ``g`` takes the last decoded frame
+    whose time rounds to ``<= g``; ticks before the first frame repeat it. Unlike the HowToStep 1-fps reader there
+    is no trailing padding and no truncation error: a truncated file simply ends its grid at its last decodable frame
+    (spec §10), whose count is in ``stats["frames"]``. No decodable frame -> ``MediaError("video_unreadable")``.
+    """
+    av = _av()
+    stats = stats if stats is not None else {}
+    want = wanted if wanted is not None else (lambda g: False)
+    container = _open(path, max_bytes)
+    rate = Fraction(int(fps))
+    try:
+        if not container.streams.video:
+            raise MediaError("video_unreadable", f"{path}: no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        start = Fraction(container.start_time or 0, 1_000_000)
+        nominal = stream.average_rate or stream.guessed_rate
+        nominal = Fraction(nominal) if nominal else None
+        g, cur, decoded = 0, None, 0
+
+        def emit(frame: Any, upto: int) -> Iterator[tuple[int, np.ndarray | None]]:
+            nonlocal g
+            arr = None
+            while g < upto:
+                if g >= max_frames:
+                    raise MediaError("video_unreadable", f"{path}: more than {max_frames} grid frames (toolkit cap)")
+                if want(g):
+                    arr = arr if arr is not None else frame.to_ndarray(format="rgb24")
+                    yield g, arr
+                else:
+                    yield g, None
+                g += 1
+
+        try:
+            for index, frame in enumerate(_decoded(container, stream, path, stats)):
+                decoded += 1
+                if frame.pts is not None and stream.time_base is not None:
+                    t = Fraction(frame.pts) * Fraction(stream.time_base) - start
+                else:
+                    t = Fraction(index) / (nominal or 1)
+                tick = math.floor(t * rate + Fraction(1, 2)) if t >= 0 else -math.floor(-t * rate + Fraction(1, 2))
+                if cur is None:
+                    cur = frame
+                    continue
+                yield from emit(cur, tick)   # ticks before this frame's own tick show the previous frame
+                cur = frame
+            if cur is not None:
+                yield from emit(cur, g + 1)  # the last frame's own tick (or the next one when it was shown already)
+        except (av.error.FFmpegError, ValueError) as e:
+            raise MediaError("video_unreadable", f"{path}: {type(e).__name__}: {e}") from e
+        if cur is None:
+            raise MediaError("video_unreadable", f"{path}: no decodable video frame")
+        stats.update(frames=g, decoded=decoded)
+    finally:
+        container.close()

@@ -4,6 +4,7 @@ from a release's llm_outputs config, the vLLM engine contract (fake ``vllm`` mod
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import types
 from pathlib import Path
@@ -235,12 +236,28 @@ def fake_vllm(monkeypatch):
             mod.engines.append(kwargs)
 
         def chat(self, conversations, params, use_tqdm=True):
-            mod.chats.append((conversations, params.kwargs, use_tqdm))
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="1. " + c[-1]["content"])])
+            assert len(params) == len(conversations)  # one SamplingParams per request
+            mod.chats.append((conversations, params[0].kwargs, use_tqdm))
+            mod.params = [p.kwargs for p in params]
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="1. " + c[-1]["content"],
+                                                                         finish_reason="stop")])
                     for c in conversations]
 
-    mod.SamplingParams, mod.LLM = SamplingParams, LLM
+        def generate(self, prompts, params, use_tqdm=True):
+            mod.generated.append((prompts, [p.kwargs for p in params]))
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="[]", finish_reason="length")])
+                    for _ in prompts]
+
+    class StructuredOutputsParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.StructuredOutputsParams = StructuredOutputsParams
+    mod.generated = []
+    mod.SamplingParams, mod.LLM, mod.sampling_params = SamplingParams, LLM, sampling
     monkeypatch.setitem(sys.modules, "vllm", mod)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling)
     return mod
 
 
@@ -265,6 +282,51 @@ def test_vllm_one_chat_call_greedy_bf16_prefix_caching_order_kept(fake_vllm, tmp
     assert info["engine_kwargs"]["enable_prefix_caching"] is True and info["engine_kwargs"]["dtype"] == "bfloat16"
     assert backend.decoding() == {"temperature": 0.0, "max_tokens": 512, "seed": 0, "dtype": "bfloat16",
                                   "max_model_len": 4096, "runtime": "vllm"}
+
+
+def test_vllm_per_request_caps_structured_outputs_and_raw_prompts(fake_vllm, tmp_path):
+    """ShowHowTo's requests (showhowto.md §5): a cap per request, the key-step JSON schema as vLLM structured outputs
+    (``StructuredOutputsParams(json=...)``), ``finish_reason`` kept, and raw prompts through ``LLM.generate``."""
+    model_dir = tmp_path / "Llama-3.1-8B-Instruct"
+    model_dir.mkdir()
+    schema = {"type": "array"}
+    backend = make_llm(LLMSettings(backend="vllm", model_path=str(model_dir)))
+    reqs = [LLMRequest("a", "v", 0, "filter_v1", [{"role": "user", "content": "x"}], stage="filter", max_tokens=64),
+            LLMRequest("b", "v", 0, "keysteps_v1", [{"role": "user", "content": "y"}], stage="keysteps",
+                       max_tokens=1536, json_schema=schema)]
+    results, _ = generate_cached(backend, reqs, RequestCache(tmp_path / "c.sqlite"), "v1")
+    first, second = fake_vllm.params
+    assert first == {"temperature": 0.0, "max_tokens": 64, "seed": 0}
+    assert second["max_tokens"] == 1536 and second["structured_outputs"].kwargs == {"json": schema}
+    assert [r.finish_reason for r in results] == ["stop", "stop"]
+    again, counters = generate_cached(backend, reqs, RequestCache(tmp_path / "c.sqlite"), "v1")
+    assert counters == {"llm_requests": 0, "llm_cache_hits": 2} and [r.finish_reason for r in again] == ["stop"] * 2
+    raw = make_llm(LLMSettings(backend="vllm", model_path=str(model_dir), prompt_format="raw"))
+    assert raw.decoding()["prompt_format"] == "raw" and "prompt_format" not in backend.decoding()
+    [res] = raw.generate([reqs[0]])
+    assert fake_vllm.generated[0][0] == ["x"] and res.finish_reason == "length"
+
+
+def test_replay_keyed_by_stage(tmp_path):
+    """ShowHowTo replay lines ``{"video_id", "stage", "raw_output"}`` (issue 13); a missing stage is an llm_error
+    naming it; chunk-keyed lines keep working beside them."""
+    path = tmp_path / "o.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"video_id": "v", "stage": "filter", "raw_output": "Yes"},
+        {"video_id": "v", "stage": "keysteps", "raw_output": "[]", "finish_reason": "length"},
+        {"video_id": "w", "chunk_index": 0, "raw_output": "1. Boil."}]))
+    backend = make_llm(LLMSettings(backend="replay", replay_path=str(path)))
+    reqs = [LLMRequest("f", "v", 0, "p", [], stage="filter"), LLMRequest("k", "v", 0, "p", [], stage="keysteps"),
+            LLMRequest("c", "w", 0, "p", []), LLMRequest("m", "w", 0, "p", [], stage="keysteps")]
+    out = backend.generate(reqs)
+    assert [(r.text, r.finish_reason) for r in out[:3]] == [("Yes", None), ("[]", "length"), ("1. Boil.", None)]
+    assert out[3].error == "llm_error: no recorded output for video w stage keysteps in o.jsonl"
+    cache = RequestCache(tmp_path / "c.sqlite")
+    results, _ = generate_cached(backend, reqs[:2], cache, "v1")
+    assert [r.text for r in results] == ["Yes", "[]"]  # same messages, different stages: two keys
+    path.write_text(json.dumps({"video_id": "v", "stage": "", "raw_output": "x"}))
+    with pytest.raises(ValueError, match="line 1: malformed LLM output record"):
+        make_llm(LLMSettings(backend="replay", replay_path=str(path)))
 
 
 def test_vllm_hub_id_recorded_as_given(fake_vllm):
@@ -301,7 +363,10 @@ def test_smollm2_real_model_structure_determinism_and_cache(smollm2, tmp_path):
     # checked too for 8 prompts in one batch of 8 with 64 new tokens (development run): all equal
     alone = [smollm2.generate([r])[0].text for r in reqs]
     assert alone == [r.text for r in first]
-    assert smollm2.generate(reqs) == [LLMResult(r.request_id, r.text) for r in first]  # same outputs on a rerun
+    rerun = smollm2.generate(reqs)  # same outputs on a rerun
+    assert [(r.request_id, r.text, r.finish_reason) for r in rerun] == [(r.request_id, r.text, r.finish_reason)
+                                                                        for r in first]
+    assert all(r.finish_reason in ("stop", "length") for r in first)
     cache.close()
 
 

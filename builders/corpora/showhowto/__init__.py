@@ -1,0 +1,21 @@
+"""The ShowHowTo corpus (Souček et al., CVPR 2025, ``../shared/papers/003_f1dc141f83af610b.txt``; contract
+``../shared/specs/showhowto.md``): narrated videos -> LLM filter -> LLM key steps with timestamps -> one keyframe per
+step by the order-preserving alignment -> sequences (ids + timestamps; images opt-in).
+
+The package is the corpus interface of ``python -m builders.build showhowto``: ``config`` (paper defaults, presets),
+``flags`` (inputs, the bundled sample), ``pipeline`` (source and step list) with its stages in ``transcribe``,
+``llm_stages`` and ``align``, ``prompts`` (versioned prompt texts) and ``release``.
+"""
+
+from __future__ import annotations
+
+from .config import ShowHowToConfig
+from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .pipeline import pipelines
+from .release import NAME, release
+
+Config = ShowHowToConfig
+DEFAULT_SHARD_SIZE = 4
+
+__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
+           "pipelines", "release"]

@@ -1,0 +1,144 @@
+"""Config of the ShowHowTo builder (Souček et al., CVPR 2025, ``../shared/papers/003_f1dc141f83af610b.txt``; contract
+``../shared/specs/showhowto.md``): every default is the paper's or the spec's, overridable with ``--config file.yaml``
+/ ``--set key=value``.
+
+Two presets: ``cpu-offline`` (default: faster-whisper tiny.en, SmolLM2-135M GGUF, ``aligner=auto`` -> ``middle``
+without CLIP weights) and ``paper`` (WhisperX large-v2, vLLM Llama-3.1-8B-Instruct, DFN5B-CLIP ViT-H-14-378 through
+open_clip, all from local paths; a missing path fails loudly, nothing downloads).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ...core.config import ConfigError
+
+PRESETS = ("cpu-offline", "paper")
+ALIGNERS = ("clip", "middle", "auto")
+#: spec §6: DFN5B-CLIP-ViT-H-14-378 through open_clip (``ViT-H-14-378-quickgelu``, 1024-d)
+DFN_ARCH = "ViT-H-14-378-quickgelu"
+PAPER_PRESET = {"asr": "whisperx", "asr_device": "cuda", "asr_compute_type": "float16", "asr_language": None,
+                "llm": "vllm", "llm_device": "cuda", "aligner": "clip", "clip_backend": "open_clip",
+                "clip_arch": DFN_ARCH, "vision_device": "cuda"}
+PAPER_PATHS = {"asr_model_path": ("asr", "whisperx"), "asr_align_model_path": ("asr", "whisperx"),
+               "llm_model_path": ("llm", "vllm"), "clip_model_path": ("aligner", "clip")}
+
+
+@dataclass(frozen=True)
+class ShowHowToConfig:
+    # ---- inputs (spec §2); nothing given = the bundled sample
+    manifest: str | None = None            # CSV or JSONL: video_id, video_path, title, optional transcript_path
+    videos: str | None = None              # HowTo100M_v1.csv (task_id, category_1, category_2 per video)
+    tasks: str | None = None               # task_ids.csv (task_id<TAB>task_name)
+    test_list: str | None = None           # official test video ids (overrides the split of §8)
+    limit: int | None = None
+    preset: str = "cpu-offline"
+    seed: int = 0                          # spec §5 (fixed LLM seed) and §8 (split draw)
+    # ---- stage 1: ASR (spec §4)
+    asr: str = "faster-whisper"            # faster-whisper (CPU tiny.en) | whisperx (paper: large-v2)
+    asr_model_path: str | None = None
+    asr_align_model_path: str | None = None
+    asr_device: str = "cpu"
+    asr_compute_type: str = "int8"
+    asr_batch_size: int = 16
+    asr_language: str | None = "en"
+    any_language: bool = False             # spec §4: --any-language switches the non_english check off
+    # ---- stages 2-3: LLM filter and key steps (spec §5)
+    llm: str = "smollm2"                   # smollm2 (CPU) | vllm (paper: Llama-3.1-8B-Instruct) | replay
+    llm_model_path: str | None = None
+    llm_replay: str | None = None          # JSONL of {"video_id", "stage": "filter"|"keysteps", "raw_output"}
+    llm_prompt_format: str | None = None   # chat | raw; None = chat for vllm, raw (completion) for smollm2
+    llm_temperature: float = 0.0           # spec §5: greedy
+    llm_n_ctx: int = 8192                  # SmolLM2-135M's context (the key-step prompt needs ~2-4K tokens)
+    llm_max_model_len: int = 8192          # vLLM
+    llm_batch_size: int = 8
+    llm_device: str = "cpu"
+    filter_max_tokens: int = 64            # the answer and one explanation line
+    keysteps_max_tokens: int = 1536        # spec §5: max_new_tokens default 1536
+    filter_prompt_template: str | None = None    # a user's file replacing the packaged filter prompt
+    prompt_template: str | None = None           # a user's file replacing the packaged key-step prompt
+    constrained_json: bool = False         # vLLM only: decode the key steps under the target JSON schema
+    on_ambiguous: str = "reject"           # spec §5: reject -> filter_ambiguous | accept
+    gate_before_filter: bool = False       # spec §3: the length gate after the filter unless this is set
+    max_duration: float = 600.0            # spec §3: "videos under 10 minutes" [paper]
+    min_steps: int = 2                     # spec §5: 2 (the paper kept 1-step sequences: --set min_steps=1)
+    range_tolerance: float = 1.0           # spec §5: end <= min(duration, t_last) + 1 s
+    # ---- stage 4: keyframe alignment (spec §6)
+    aligner: str = "auto"                  # clip | middle | auto (clip with a configured model, else middle)
+    fps: int = 5                           # spec §6: the 5-fps grid of the release
+    epsilon: float = 15.0                  # spec §6: window margin, 15 s [paper]
+    clip_backend: str = "hf"               # hf (transformers CLIPModel folder) | open_clip (paper: DFN5B)
+    clip_model_path: str | None = None
+    clip_arch: str = DFN_ARCH              # open_clip architecture name
+    vision_device: str = "cpu"
+    vision_batch_size: int = 64
+    # ---- images and release (spec §7-§8)
+    with_images: bool = False              # the opt-in images config
+    image_max_side: int | None = None
+    jpeg_quality: int = 95                 # spec §7
+    test_tasks: int = 200                  # spec §8
+    min_task_seqs: int = 20
+    test_size: int = 3964
+    export_upstream: bool = False          # also write prompts.json + imgseqs/ (needs with_images)
+
+    def validate(self) -> None:
+        checks = [("preset", PRESETS), ("asr", ("faster-whisper", "whisperx")), ("llm", ("smollm2", "vllm", "replay")),
+                  ("aligner", ALIGNERS), ("on_ambiguous", ("reject", "accept")), ("clip_backend", ("hf", "open_clip"))]
+        for key, allowed in checks:
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+        if self.llm_prompt_format not in (None, "chat", "raw"):
+            raise ConfigError(f"llm_prompt_format must be chat or raw, got {self.llm_prompt_format!r}")
+        for key in ("fps", "min_steps", "filter_max_tokens", "keysteps_max_tokens", "llm_batch_size", "test_tasks",
+                    "min_task_seqs", "test_size", "vision_batch_size", "llm_n_ctx", "llm_max_model_len"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key} must be >= 1")
+        if self.epsilon < 0 or self.range_tolerance < 0 or self.max_duration <= 0:
+            raise ConfigError("epsilon and range_tolerance must be >= 0, max_duration > 0")
+        if not 1 <= self.jpeg_quality <= 100 or (self.image_max_side is not None and self.image_max_side < 16):
+            raise ConfigError("jpeg_quality must lie in 1..100 and image_max_side be >= 16")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError("limit must be >= 1")
+        if self.constrained_json and self.llm != "vllm":
+            raise ConfigError("constrained_json=true needs llm=vllm (vLLM structured outputs); the parser is the "
+                              "same for every backend")
+        if self.aligner == "clip" and not self.clip_model_path:
+            raise ConfigError("aligner=clip needs --set clip_model_path=PATH (a local CLIP / DFN5B-CLIP checkpoint; "
+                              "nothing is downloaded), or aligner=middle")
+        if self.llm == "replay" and not self.llm_replay:
+            raise ConfigError("llm=replay needs --set llm_replay=PATH (JSONL of {video_id, stage, raw_output})")
+        if self.export_upstream and not self.with_images:
+            raise ConfigError("export_upstream writes imgseqs/ from the frames: it needs --with-images")
+
+    @property
+    def prompt_format(self) -> str:
+        """Spec §5: one user message through the chat template; completion-only use receives the raw string. The
+        CPU default sends SmolLM2 the raw string (the 135M model follows the few-shot layout only as a completion)."""
+        if self.llm_prompt_format:
+            return self.llm_prompt_format
+        return "raw" if self.llm == "smollm2" else "chat"
+
+    @property
+    def effective_aligner(self) -> str:
+        """Spec §6: ``auto`` = ``clip`` when a model path is configured, else ``middle`` (with a warning)."""
+        if self.aligner == "auto":
+            return "clip" if self.clip_model_path else "middle"
+        return self.aligner
+
+
+def apply_preset(cfg: ShowHowToConfig, explicit: set[str] | None = None) -> ShowHowToConfig:
+    """``preset=paper`` switches the GPU models on (keys set explicitly win) and fails loudly when a local model path
+    it needs is missing: no silent fallback to a CPU model, never a download."""
+    if cfg.preset != "paper":
+        return cfg
+    if explicit is None:
+        base = ShowHowToConfig()
+        explicit = {f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(base, f.name)}
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in PAPER_PRESET.items() if k not in explicit})
+    missing = [k for k, (setting, value) in PAPER_PATHS.items()
+               if getattr(cfg, setting) == value and not getattr(cfg, k)]
+    if missing:
+        raise ConfigError("preset=paper needs local model paths (nothing is downloaded): set "
+                          + ", ".join(f"--set {k}=PATH" for k in missing))
+    return cfg

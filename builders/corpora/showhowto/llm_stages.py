@@ -1,0 +1,173 @@
+"""ShowHowTo stages 2-3 (``../shared/specs/showhowto.md`` §3, §5; paper 003 Sec. 3 "Filtering of irrelevant videos"
+and "Extracting key steps", App. A Fig. 19-20): the LLM filter and its Yes/No parser, the length gate, and LLM key-step
+extraction with robust JSON parsing and validation.
+
+Both prompts go through the shared backends (``builders.models.llm``: SmolLM2 on CPU, vLLM on GPU, ``replay``) and
+the build's request cache, one request per video and stage (``stage`` = ``"filter"`` | ``"keysteps"``, the replay
+key). A transient backend failure leaves the shard unfinished (the rerun retries it); a per-request failure is an
+``llm_error`` drop, never cached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...core.records import Out, Row
+from ...core.step import CacheDirStep, Step, gpus_for_device
+
+#: bump when a request (messages, decoding) or its post-processing changes: part of the request-cache key
+LLM_CODE_VERSION = "1"
+
+
+def llm_settings(cfg: Any):
+    from ...models.llm import LLMSettings
+
+    return LLMSettings(backend=cfg.llm, model_path=cfg.llm_model_path, max_tokens=cfg.keysteps_max_tokens,
+                       temperature=cfg.llm_temperature, seed=cfg.seed, n_ctx=cfg.llm_n_ctx,
+                       max_model_len=cfg.llm_max_model_len, batch_size=cfg.llm_batch_size,
+                       replay_path=cfg.llm_replay, device=cfg.llm_device, prompt_format=cfg.prompt_format)
+
+
+class _LLMStage(CacheDirStep):
+    uses_model = True
+    id_field = "video_id"
+    stage = ""
+
+    def gpus(self) -> float:
+        return gpus_for_device(self.cfg.llm_device) if self.cfg.llm == "vllm" else 0.0
+
+    def setup(self, state: Any) -> None:
+        super().setup(state)
+        from ...models.llm import make_llm
+
+        self.backend = make_llm(llm_settings(self.cfg))
+        self.cache = self.request_cache()
+
+    def teardown(self) -> None:
+        self.backend = None
+        if getattr(self, "cache", None) is not None:
+            self.cache.close()
+
+    def _generate(self, rows: list[Row], prompt: Any, render: Any, max_tokens: int, out: Out,
+                  schema: dict | None = None) -> dict[str, Any]:
+        from ...models.llm import LLMRequest, generate_cached
+
+        requests = [LLMRequest(request_id=f"{r['video_id']}/{self.stage}", video_id=r["video_id"], chunk_index=0,
+                               prompt_id=f"{prompt.id}@{prompt.version}", messages=render(prompt, r["title"],
+                                                                                          r["segments"]),
+                               stage=self.stage, max_tokens=max_tokens, json_schema=schema) for r in rows]
+        results, counters = generate_cached(self.backend, requests, self.cache, LLM_CODE_VERSION)
+        for k, v in counters.items():
+            out.count(k, v)
+        return {res.request_id.rsplit("/", 1)[0]: res for res in results}
+
+
+class LLMFilter(_LLMStage):
+    """Spec §5 filter: the prompt, then the Yes/No parser; ``No`` -> ``filtered_non_instructional``, unparseable
+    -> ``filter_ambiguous`` (kept with ``on_ambiguous=accept``). The explanation line is kept."""
+
+    name = "llm_filter"
+    version = "1"
+    stage = "filter"
+    config_keys = ("llm", "llm_model_path", "llm_replay", "llm_prompt_format", "llm_temperature", "llm_n_ctx",
+                   "llm_max_model_len", "filter_max_tokens", "filter_prompt_template", "on_ambiguous", "seed")
+    input_keys = ("filter_prompt_template", "llm_replay")
+
+    def setup(self, state: Any) -> None:
+        super().setup(state)
+        from .prompts import FILTER_PROMPT_ID, load_prompt
+
+        self.prompt = load_prompt(FILTER_PROMPT_ID, self.cfg.filter_prompt_template)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ...ops.keystep_parsing import parse_filter_answer
+        from .prompts import filter_message
+
+        results = self._generate(rows, self.prompt, filter_message, self.cfg.filter_max_tokens, out)
+        for r in rows:
+            vid, res = r["video_id"], results[r["video_id"]]
+            if res.error is not None or res.text is None:
+                out.drop(vid, "llm_error", (res.error or "no output")[:300])
+                continue
+            answer, explanation = parse_filter_answer(res.text)
+            out.count(f"filter_{answer}")
+            row = {**r, "filter_answer": answer, "filter_explanation": explanation, "filter_raw": res.text,
+                   "filter_prompt": f"{self.prompt.id}@{self.prompt.version}"}
+            if answer == "no":
+                out.drop(vid, "filtered_non_instructional", explanation[:300])
+            elif answer == "ambiguous" and self.cfg.on_ambiguous == "reject":
+                out.drop(vid, "filter_ambiguous", res.text.strip()[:300])
+            else:
+                out.keep(row)
+
+
+class LengthGate(Step):
+    """Spec §3: duration < ``max_duration`` (600 s, "videos under 10 minutes" [paper]) else ``too_long``. It runs
+    after the filter (filter statistics cover all videos) unless ``gate_before_filter``."""
+
+    name = "length_gate"
+    version = "1"
+    id_field = "video_id"
+    config_keys = ("max_duration",)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            d = r.get("duration")
+            if d is not None and d >= self.cfg.max_duration:
+                out.drop(r["video_id"], "too_long", f"{d:.1f} s >= {self.cfg.max_duration:.0f} s")
+            else:
+                out.keep(r)
+
+
+class LLMKeySteps(_LLMStage):
+    """Spec §5 key steps: the prompt (``constrained_json`` on vLLM), then the robust JSON parser and validation
+    against the container duration (the frame grid's ``t_last`` is checked again when frames are decoded, §6).
+    Drops: ``llm_error``, ``llm_truncated``, ``llm_no_json``, ``llm_malformed``, ``steps_out_of_range``,
+    ``steps_not_ordered``, ``too_few_steps``."""
+
+    name = "llm_keysteps"
+    version = "1"
+    stage = "keysteps"
+    config_keys = ("llm", "llm_model_path", "llm_replay", "llm_prompt_format", "llm_temperature", "llm_n_ctx",
+                   "llm_max_model_len", "keysteps_max_tokens", "prompt_template", "constrained_json", "min_steps",
+                   "range_tolerance", "seed")
+    input_keys = ("prompt_template", "llm_replay")
+
+    def setup(self, state: Any) -> None:
+        super().setup(state)
+        from .prompts import KEYSTEPS_PROMPT_ID, load_prompt
+
+        self.prompt = load_prompt(KEYSTEPS_PROMPT_ID, self.cfg.prompt_template)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ...ops.keystep_parsing import parse_keysteps, validate_keysteps
+        from .prompts import KEYSTEPS_JSON_SCHEMA, keysteps_message
+
+        cfg = self.cfg
+        schema = KEYSTEPS_JSON_SCHEMA if cfg.constrained_json else None
+        results = self._generate(rows, self.prompt, keysteps_message, cfg.keysteps_max_tokens, out, schema)
+        for r in rows:
+            vid, res = r["video_id"], results[r["video_id"]]
+            if res.error is not None or res.text is None:
+                out.drop(vid, "llm_error", (res.error or "no output")[:300])
+                continue
+            if res.finish_reason == "length":
+                out.drop(vid, "llm_truncated", f"the answer reached max_tokens={cfg.keysteps_max_tokens}")
+                continue
+            parsed = parse_keysteps(res.text)
+            if isinstance(parsed, str):  # a Failure: its reason code
+                out.drop(vid, str(parsed.reason), parsed.detail[:300])
+                continue
+            steps = [(s.instruction, s.start, s.end) for s in parsed.steps]
+            last_end = r["segments"][-1]["end"] if r["segments"] else None
+            failure = validate_keysteps(steps, r.get("duration"), None, min_steps=cfg.min_steps,
+                                        tolerance=cfg.range_tolerance, last_segment_end=last_end)
+            if failure is not None:
+                out.drop(vid, str(failure.reason), failure.detail[:300])
+                continue
+            if parsed.parse_repaired:
+                out.count("parse_repaired")
+            out.keep({**r, "wikihow_title": parsed.wikihow_title or "", "keysteps_raw": res.text,
+                      "keysteps_prompt": f"{self.prompt.id}@{self.prompt.version}",
+                      "parse_repaired": bool(parsed.parse_repaired),
+                      "steps": [{"instruction": i, "start": float(s), "end": float(e)} for i, s, e in steps]})

@@ -1,0 +1,95 @@
+"""The two ShowHowTo prompts as versioned package data (``../shared/specs/showhowto.md`` §5; paper 003 App. A,
+Fig. 19 (filter) and Fig. 20 (key steps)).
+
+The texts in ``prompts/<id>.txt`` are the project's own writing after the layout the paper's figures and the upstream
+prompt file show (task definition, example titles, four worked examples, the query; instructions, two worked examples
+with timestamped transcripts and their JSON, the query ending in an opened ```` ```json ```` fence). Their few-shot
+examples are our own; the fixture's real transcripts stay test inputs.
+
+Placeholders: ``{title}`` and ``{transcript}`` (exact tokens, replaced by plain substitution so the JSON braces of the
+examples stay as they are). ``--prompt-template`` / ``--filter-prompt-template`` substitute a user's file (for
+instance the authors' released prompts rewritten with these two placeholders); its id becomes
+``<id>+file:<name>``. ``version`` = the first 12 hex digits of the text's sha256; id and version enter the LLM
+request-cache key and the card.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ...ops.keystep_parsing import render_transcript_block, render_transcript_text
+
+FILTER_PROMPT_ID = "filter_v1"
+KEYSTEPS_PROMPT_ID = "keysteps_v1"
+PLACEHOLDERS = ("{title}", "{transcript}")
+MAX_TEMPLATE_BYTES = 1 << 20
+
+#: spec §5, the target JSON shape: ``[{"WikiHow Title": str}, {"steps": [{step, instruction, start_timestamp,
+#: end_timestamp}, ...]}]``; used for vLLM structured outputs (``constrained_json``) only, the parser is the same.
+KEYSTEPS_JSON_SCHEMA: dict[str, Any] = {
+    "type": "array", "minItems": 2, "maxItems": 2,
+    "prefixItems": [
+        {"type": "object", "properties": {"WikiHow Title": {"type": "string"}}, "required": ["WikiHow Title"],
+         "additionalProperties": False},
+        {"type": "object", "required": ["steps"], "additionalProperties": False,
+         "properties": {"steps": {"type": "array", "minItems": 1, "items": {
+             "type": "object", "additionalProperties": False,
+             "required": ["step", "instruction", "start_timestamp", "end_timestamp"],
+             "properties": {"step": {"type": "integer"}, "instruction": {"type": "string", "minLength": 1},
+                            "start_timestamp": {"type": "number"}, "end_timestamp": {"type": "number"}}}}}},
+    ],
+    "items": False,
+}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+    version: str
+
+
+def text_version(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _packaged(prompt_id: str) -> Prompt:
+    text = (resources.files(__package__) / "prompts" / f"{prompt_id}.txt").read_text(encoding="utf-8")
+    return Prompt(prompt_id, text, text_version(text))
+
+
+def load_prompt(prompt_id: str, template_path: str | Path | None = None) -> Prompt:
+    """The packaged prompt, or a user's file in its place (it must hold both placeholders)."""
+    if template_path is None:
+        return _packaged(prompt_id)
+    path = Path(template_path)
+    try:
+        if path.stat().st_size > MAX_TEMPLATE_BYTES:
+            raise ValueError(f"prompt template {path} is over {MAX_TEMPLATE_BYTES} bytes")
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"prompt template {path} cannot be read: {exc}") from exc
+    missing = [p for p in PLACEHOLDERS if p not in text]
+    if missing:
+        raise ValueError(f"prompt template {path} lacks the placeholder(s) {', '.join(missing)}")
+    return Prompt(f"{prompt_id}+file:{path.name}", text, text_version(text))
+
+
+def fill(prompt: Prompt, title: str, transcript: str) -> str:
+    return prompt.text.replace("{title}", title).replace("{transcript}", transcript)
+
+
+def filter_message(prompt: Prompt, title: str, segments: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Spec §5 filter prompt: the title and the transcript rendered (joined, cut at 1500 (+2000 past 400 s) + "...")
+    as one user message."""
+    return [{"role": "user", "content": fill(prompt, title, render_transcript_text(segments))}]
+
+
+def keysteps_message(prompt: Prompt, title: str, segments: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Spec §5 key-step prompt: the unquoted title and the ``[start of transcript]`` block, ending in the opened
+    ```` ```json ```` fence."""
+    return [{"role": "user", "content": fill(prompt, title, render_transcript_block(segments))}]

@@ -1,0 +1,269 @@
+"""The ``showhowto`` release (``../shared/specs/showhowto.md`` §1, §7-§8, §10): configs ``sequences`` (default; ids,
+timestamps and keyframe positions, no pixels) and ``images`` (``--with-images``), splits ``train`` / ``test`` by the
+§8 algorithm (or an official list), ``keyframes.json``, the statistics of §1 next to the paper's, and optionally the
+upstream training layout.
+
+    <out>/showhowto/README.md  {sequences,images}/<split>-*.parquet  keyframes.json
+    <out>/showhowto/stats.json  drops.parquet  report.html  manifest.json  build_config.yaml
+    <out>/showhowto/upstream/prompts.json  upstream/imgseqs/<sequence_id>.jpg        (--export-upstream)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loading_scripts import showhowto as schema
+
+from ... import __version__ as TOOLKIT_VERSION
+from ...core.orchestrate import BuildResult
+from ...core.release_flow import ReleaseSpec, write_release
+from ...release import compare_with_paper, md_table, stats_tables
+from .config import ShowHowToConfig
+from .flags import PATH_KEYS
+
+NAME = "showhowto"
+CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "showhowto.md"
+
+#: spec §1 [paper]: 1.24M videos -> 847K instructional (68.4 %) -> 578K sequences, 4.5M steps, 7.7 ± 2.8 steps per
+#: sequence (97.6 % with 2-16), 11.4 ± 4.7 words per step, 25K tasks; 3,964 test sequences from 200 tasks (§8)
+PAPER_QUANTITIES: dict[str, float | None] = {
+    "videos_in": 1_240_000, "judged_instructional": 847_000, "instructional_share": 0.684, "sequences": 578_000,
+    "steps": 4_500_000, "steps_per_sequence_mean": 7.7, "steps_per_sequence_std": 2.8,
+    "share_2_to_16_steps": 0.976, "words_per_step_mean": 11.4, "words_per_step_std": 4.7, "tasks": 25_000,
+    "test_sequences": 3_964, "test_tasks": 200,
+}
+HISTOGRAMS = {"steps_per_sequence": "steps per sequence", "words_per_step": "words per step"}
+
+
+def _f32(x: Any) -> float | None:
+    return None if x is None else float(np.float32(x))
+
+
+def _summary(values: list[float], hi: int) -> dict[str, Any]:
+    """Mean and std (ddof=0, spec §1), min, max and a histogram with unit bins from 0 to ``hi``."""
+    if not values:
+        return {"n": 0, "mean": None, "std": None, "min": None, "max": None, "histogram": []}
+    a = np.asarray(values, np.float64)
+    counts, edges = np.histogram(np.clip(a, 0, hi), bins=hi, range=(0, hi))
+    return {"n": len(values), "mean": round(float(a.mean()), 3), "std": round(float(a.std(ddof=0)), 3),
+            "min": float(a.min()), "max": float(a.max()),
+            "histogram": {"edges": [float(e) for e in edges], "counts": counts.tolist()}}
+
+
+def sequence_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {"sequence_id": r["video_id"], "video_id": r["video_id"], "task_id": r["task_id"], "task": r["task"],
+            "category_1": r["category_1"], "category_2": r["category_2"], "title": r["title"],
+            "wikihow_title": r["wikihow_title"], "duration": _f32(r.get("duration")), "num_steps": len(r["steps"]),
+            "mean_score": _f32(r.get("mean_score")), "aligner": r["aligner"],
+            "steps": [{"instruction": s["instruction"], "start": _f32(s["start"]), "end": _f32(s["end"]),
+                       "frame_time": _f32(s["frame_time"]), "start_sec": int(s["start_sec"]),
+                       "frame_idx": int(s["frame_idx"]), "score": _f32(s["score"])} for s in r["steps"]]}
+
+
+def test_ids(cfg: ShowHowToConfig, rows: list[dict[str, Any]]) -> tuple[set[str], dict[str, Any]]:
+    """Spec §8: the official list when given, else the toolkit's split algorithm (``ops.showhowto_split``)."""
+    if cfg.test_list:
+        from ...sources.exclusions import read_exclusion_ids
+
+        listed = read_exclusion_ids([cfg.test_list])
+        ids = {r["sequence_id"] for r in rows if r["video_id"] in listed}
+        return ids, {"method": "official list", "listed": len(listed), "found": len(ids)}
+    from ...ops.showhowto_split import plan_test_split
+
+    plan = plan_test_split([{"sequence_id": r["sequence_id"], "task_id": r["task_id"] or None,
+                             "category_1": r["category_1"], "num_steps": r["num_steps"],
+                             "mean_score": r["mean_score"]} for r in rows],
+                           test_tasks=cfg.test_tasks, min_task_seqs=cfg.min_task_seqs, test_size=cfg.test_size,
+                           seed=cfg.seed)
+    scored = any(r["mean_score"] is not None for r in rows)
+    info = {"method": "spec §8 algorithm", "test_tasks": cfg.test_tasks, "min_task_seqs": cfg.min_task_seqs,
+            "test_size": cfg.test_size, "seed": cfg.seed, "candidate_tasks": plan.candidates,
+            "tasks_per_category": {c: len(t) for c, t in plan.tasks.items()}, "paper_like": scored}
+    return set(plan.test_ids), info
+
+
+def statistics(result: BuildResult, kept: list[dict[str, Any]], filtered: list[dict[str, Any]],
+               seq_rows: list[dict[str, Any]], split_info: dict[str, Any], n_test: int) -> dict[str, Any]:
+    """Spec §1 statistics of this run (steps per sequence, words per step with ddof=0 std, histograms), the filter's
+    answers, drops by reason and the split."""
+    steps_per = [len(r["steps"]) for r in kept]
+    words = [len(s["instruction"].split()) for r in kept for s in r["steps"]]
+    src = result.steps["read_manifest"]
+    answers = Counter(r["filter_answer"] for r in filtered)
+    judged = sum(result.steps["llm_filter"].dropped.values()) + result.steps["llm_filter"].kept \
+        if "llm_filter" in result.steps else 0
+    return {
+        "videos": {"in": src.kept + sum(src.dropped.values()), "kept": len(kept),
+                   "dropped": dict(sorted(result.drop_counts().items()))},
+        "filter": {"judged": judged, "yes": answers.get("yes", 0), "no": int(result.drop_counts().get(
+                   "filtered_non_instructional", 0)), "ambiguous": int(result.drop_counts().get("filter_ambiguous", 0))
+                   + answers.get("ambiguous", 0), "accepted_ambiguous": answers.get("ambiguous", 0)},
+        "steps": {"total": len(words)},
+        "steps_per_sequence": _summary(steps_per, 30),
+        "share_2_to_16_steps": round(float(np.mean([2 <= n <= 16 for n in steps_per])), 4) if steps_per else None,
+        "words_per_step": _summary(words, 40),
+        "tasks": len({r["task_id"] for r in kept if r["task_id"]}),
+        "aligners": dict(Counter(r["aligner"] for r in kept)),
+        "mean_score": _summary([r["mean_score"] for r in kept if r.get("mean_score") is not None], 1)
+        if any(r.get("mean_score") is not None for r in kept) else None,
+        "parse_repaired": sum(bool(r.get("parse_repaired")) for r in kept),
+        "split": {**split_info, "test_sequences": n_test, "train_sequences": len(seq_rows) - n_test,
+                  "test_task_count": len({r["task_id"] for r in seq_rows if r["_split"] == "test"})},
+        "stage_seconds": {n: round(st.wall_seconds, 2) for n, st in result.steps.items()},
+    }
+
+
+def quantities(hs: dict[str, Any], sample: bool) -> dict[str, dict[str, Any]]:
+    judged = hs["filter"]["judged"]
+    value = {"videos_in": hs["videos"]["in"], "judged_instructional": hs["filter"]["yes"]
+             + hs["filter"]["accepted_ambiguous"],
+             "instructional_share": round((hs["filter"]["yes"] + hs["filter"]["accepted_ambiguous"]) / judged, 4)
+             if judged else None,
+             "sequences": hs["videos"]["kept"], "steps": hs["steps"]["total"],
+             "steps_per_sequence_mean": hs["steps_per_sequence"]["mean"],
+             "steps_per_sequence_std": hs["steps_per_sequence"]["std"], "share_2_to_16_steps": hs["share_2_to_16_steps"],
+             "words_per_step_mean": hs["words_per_step"]["mean"], "words_per_step_std": hs["words_per_step"]["std"],
+             "tasks": hs["tasks"], "test_sequences": hs["split"]["test_sequences"],
+             "test_tasks": hs["split"]["test_task_count"]}
+    cause = ("sample build: a dozen project-written videos and a 135M-parameter CPU LLM" if sample
+             else "check the LLM (paper: Llama-3.1-8B-Instruct), the ASR and the inputs")
+    return compare_with_paper(value, PAPER_QUANTITIES, cause)
+
+
+def _imgseq(images: list[bytes], quality: int) -> bytes:
+    """Spec §8 upstream layout: the step frames concatenated left to right (heights equalised to the first)."""
+    from PIL import Image
+
+    frames = [Image.open(io.BytesIO(b)).convert("RGB") for b in images]
+    h = frames[0].height
+    frames = [f if f.height == h else f.resize((max(1, round(f.width * h / f.height)), h)) for f in frames]
+    canvas = Image.new("RGB", (sum(f.width for f in frames), h))
+    x = 0
+    for f in frames:
+        canvas.paste(f, (x, 0))
+        x += f.width
+    buf = io.BytesIO()
+    canvas.save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def models_info(cfg: ShowHowToConfig, kept: list[dict[str, Any]]) -> dict[str, Any]:
+    import importlib.metadata as md
+
+    from ...models.llm import make_llm
+    from .llm_stages import llm_settings
+    from .prompts import FILTER_PROMPT_ID, KEYSTEPS_PROMPT_ID, load_prompt
+
+    def ver(pkg: str) -> str | None:
+        try:
+            return md.version(pkg)
+        except md.PackageNotFoundError:
+            return None
+
+    used = sorted({r["asr_model"] for r in kept if r.get("asr_model")})
+    fp = load_prompt(FILTER_PROMPT_ID, cfg.filter_prompt_template)
+    kp = load_prompt(KEYSTEPS_PROMPT_ID, cfg.prompt_template)
+    aligner = cfg.effective_aligner
+    return {
+        "llm": {**make_llm(llm_settings(cfg)).info(), "prompt_format": cfg.prompt_format,
+                "filter_max_tokens": cfg.filter_max_tokens, "keysteps_max_tokens": cfg.keysteps_max_tokens,
+                "constrained_json": cfg.constrained_json},
+        "prompts": {"filter": f"{fp.id}@{fp.version}", "keysteps": f"{kp.id}@{kp.version}"},
+        "asr": {"backend": cfg.asr, "model_id": ", ".join(used) or "not used (every kept video had a transcript)",
+                "faster-whisper": ver("faster-whisper")},
+        "aligner": {"aligner": aligner, "requested": cfg.aligner, "fps": cfg.fps, "epsilon": cfg.epsilon,
+                    "model": (f"{cfg.clip_backend}:{cfg.clip_arch if cfg.clip_backend == 'open_clip' else ''}"
+                              f"{Path(cfg.clip_model_path).name}" if aligner == "clip" and cfg.clip_model_path
+                              else "none (middle frames)")},
+    }
+
+
+def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: ShowHowToConfig,
+                 hs: dict[str, Any]) -> dict[str, str]:
+    m = man["models"]
+    middle = hs["aligners"].get("middle", 0)
+    return {
+        **stats_tables(stats),
+        "models_table": md_table(["role", "setting", "value"],
+                                 [[role, k, v] for role, d in m.items() for k, v in d.items()
+                                  if not isinstance(v, (list, dict))]),
+        "aligner_banner": ("> **Keyframes of %d of %d sequences were chosen by the `middle` aligner** (the frame nearest "
+                           "each step's midpoint, order kept; no CLIP weights were configured). The paper's Table 3 "
+                           "shows this HowToStep-style selection trains a clearly weaker model (SF 0.39 vs 0.52). The "
+                           "`aligner` column names the aligner of every row, and `score` is null for those rows.\n"
+                           % (middle, hs["videos"]["kept"]) if middle else ""),
+        "filter_prompt": m["prompts"]["filter"], "keysteps_prompt": m["prompts"]["keysteps"],
+        "llm": m["llm"]["model_id"], "prompt_format": cfg.prompt_format, "aligner": m["aligner"]["aligner"],
+        "aligner_model": m["aligner"]["model"], "epsilon": str(cfg.epsilon), "fps": str(cfg.fps),
+        "min_steps": str(cfg.min_steps), "on_ambiguous": cfg.on_ambiguous,
+        "split_method": hs["split"]["method"] + ("" if hs["split"].get("paper_like", True) else
+                                                 " (no alignment scores: ranked by sequence id, not paper-like)"),
+        "sequences": str(hs["videos"]["kept"]), "steps_mean": str(hs["steps_per_sequence"]["mean"]),
+        "steps_std": str(hs["steps_per_sequence"]["std"]), "words_mean": str(hs["words_per_step"]["mean"]),
+        "words_std": str(hs["words_per_step"]["std"]),
+        "toolkit_version": TOOLKIT_VERSION, "git_commit": str(man["git_commit"]),
+        "sample_note": ("This release was built from the **bundled project-written sample** (a dozen generated test "
+                        "videos with project-written transcripts, SmolLM2-135M on CPU); its numbers are not "
+                        "comparable to the paper's." if man["sample"]
+                        else "Built from the inputs listed in `manifest.json`."),
+    }
+
+
+def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
+            info: dict[str, Any]) -> dict[str, dict[str, int]]:
+    kept = list(result.outputs["videos"].rows())
+    filtered = list(result.stage("llm_filter").rows()) if "llm_filter" in result.steps else []
+    seq_rows = [sequence_row(r) for r in kept]
+    ids, split_info = test_ids(cfg, seq_rows) if seq_rows else (set(), {"method": "none"})
+    for s in seq_rows:
+        s["_split"] = "test" if s["sequence_id"] in ids else "train"
+    hs = statistics(result, kept, filtered, seq_rows, split_info, len(ids))
+    models = models_info(cfg, kept)
+    images_failed = sum(1 for r in kept if cfg.with_images and r.get("images") is None)
+    hs["images"] = {"config": cfg.with_images, "frame_extraction_failed": images_failed}
+    spec = ReleaseSpec(
+        corpus=NAME, title="ShowHowTo", report_title="ShowHowTo build report", features=schema.FEATURES,
+        default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
+        split_order=("train", "test"), rows={}, models=models,
+        stats_extra={"showhowto": hs, "quantities": quantities(hs, info["sample"]),
+                     "histograms": {title: hs[key]["histogram"] for key, title in HISTOGRAMS.items()
+                                    if hs[key]["histogram"]}},
+        card_context=lambda stats, man: card_context(stats, man, cfg, hs),
+        report_videos=[{"video_id": r["video_id"], "duration": r.get("duration"),
+                        "segments": [{"start": s["start"], "end": s["end"], "text": s["instruction"]}
+                                     for s in r["steps"]]} for r in kept],
+        input_keys=PATH_KEYS)
+    if not kept:
+        spec.empty = "no sequence survived the pipeline"
+        return write_release(result, cfg, out_dir, info, spec)
+
+    def by_split(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        out = {s: [{k: v for k, v in x.items() if k != "_split"} for x in rows if x["_split"] == s]
+               for s in ("train", "test")}
+        return {s: v for s, v in out.items() if v}  # datasets cannot load an empty split: leave it out
+
+    spec.rows = {"sequences": by_split(seq_rows)}
+    if cfg.with_images:
+        by_id = {r["video_id"]: r for r in kept}
+        img_rows = []
+        for s in seq_rows:
+            images = by_id[s["video_id"]].get("images")
+            if images:
+                img_rows.append({**s, "images": [{"bytes": b, "path": f"{s['sequence_id']}_{i}.jpg"}
+                                                 for i, b in enumerate(images)]})
+        if img_rows:
+            spec.rows["images"] = by_split(img_rows)
+            if cfg.export_upstream:
+                spec.files["upstream/prompts.json"] = json.dumps(schema.to_upstream_prompts(img_rows),
+                                                                 ensure_ascii=False, indent=1)
+                for s in img_rows:
+                    spec.files[f"upstream/imgseqs/{s['sequence_id']}.jpg"] = _imgseq(
+                        [im["bytes"] for im in s["images"]], cfg.jpeg_quality)
+    spec.files["keyframes.json"] = json.dumps(schema.keyframes_json(seq_rows), indent=1)
+    return write_release(result, cfg, out_dir, info, spec)

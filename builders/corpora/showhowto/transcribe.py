@@ -1,0 +1,139 @@
+"""ShowHowTo stage 1 (``../shared/specs/showhowto.md`` §3-§4; paper 003 Sec. 3 "WhisperX transcripts"): probe each
+video (container duration, streams), then its supplied transcript or ASR of its audio.
+
+ASR reuses HowToStep's backends (faster-whisper tiny.en on CPU, WhisperX large-v2 on GPU) and the build's request
+cache (audio sha256, model id, decoding, code version). Drops: ``video_unreadable``, ``no_audio`` (no audio stream and
+no transcript), ``empty_transcript``, ``non_english`` (a declared language other than ``en``; ``any_language``
+switches it off), ``malformed_transcript``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ...core.records import Out, Row
+from ...core.step import CacheDirStep, Step, gpus_for_device
+
+
+def asr_settings(cfg: Any):
+    """The shared ASR backend's settings from this corpus's config keys (same keys as HowToStep's)."""
+    from ...models.asr import ASRSettings
+
+    return ASRSettings(backend=cfg.asr, model_path=cfg.asr_model_path, align_model_path=cfg.asr_align_model_path,
+                       device=cfg.asr_device, compute_type=cfg.asr_compute_type, batch_size=cfg.asr_batch_size,
+                       language=cfg.asr_language)
+
+#: bump when the ASR request or its post-processing changes (part of the request-cache key)
+ASR_CODE_VERSION = "1"
+
+
+class Probe(Step):
+    """Container duration and streams (PyAV, no decoding): ``video_unreadable`` for a missing, empty or corrupt file
+    with no stream (spec §10); a video without a video stream is unreadable too (nothing to align)."""
+
+    name = "probe"
+    version = "1"
+    id_field = "video_id"
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from ...models import media
+
+        for r in rows:
+            try:
+                info = media.probe(r["video_path"])
+            except media.MediaError as e:
+                out.drop(r["video_id"], "video_unreadable", e.detail or str(e))
+                continue
+            if not info.has_video:
+                out.drop(r["video_id"], "video_unreadable", "no video stream")
+                continue
+            if not r["title"]:
+                out.count("missing_title")  # spec §10: an empty string in both prompts, counted
+            out.keep({**r, "duration": info.duration, "has_audio": info.has_audio,
+                      "width": info.width, "height": info.height})
+
+
+class Transcribe(CacheDirStep):
+    """Spec §4: the supplied transcript (``transcript_path``) or ASR; segments sorted by start, ``end < start``
+    removed (counter ``bad_segment_times``), text verbatim."""
+
+    name = "transcribe"
+    version = "1"
+    id_field = "video_id"
+    uses_model = True
+    config_keys = ("asr", "asr_model_path", "asr_align_model_path", "asr_compute_type", "asr_batch_size",
+                   "asr_language", "any_language")
+
+    def gpus(self) -> float:
+        return gpus_for_device(self.cfg.asr_device)
+
+    def setup(self, state: Any) -> None:
+        super().setup(state)
+        self._asr = None
+        self.cache = self.request_cache()
+
+    def teardown(self) -> None:
+        self._asr = None
+        if getattr(self, "cache", None) is not None:
+            self.cache.close()
+
+    def asr(self):
+        if self._asr is None:
+            from ...models.asr import make_asr
+
+            self._asr = make_asr(asr_settings(self.cfg))
+        return self._asr
+
+    def _transcribe(self, path: str, out: Out) -> dict[str, Any]:
+        from ...models import media
+
+        audio = media.decode_audio(path)
+        asr = self.asr()
+        key = self.cache.key(audio_sha256=hashlib.sha256(audio.tobytes()).hexdigest(), model_id=asr.model_id,
+                             decoding=asr.decoding(), code_version=ASR_CODE_VERSION)
+        hit = self.cache.get_many([key])
+        if key in hit:
+            out.count("asr_cache_hits")
+            return hit[key]
+        out.count("asr_requests")
+        result = asr.transcribe(audio)
+        self.cache.put_many({key: result})
+        return result
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        from pathlib import Path
+
+        from ...models import media
+        from ...sources.transcripts import TranscriptError
+        from ...sources.video_manifest import read_transcript, segments_from_json
+
+        for r in rows:
+            vid = r["video_id"]
+            try:
+                if r["transcript_path"] and Path(r["transcript_path"]).exists():
+                    t, source, asr_model = read_transcript(r["transcript_path"]), "transcript", ""
+                elif not r["has_audio"]:
+                    missing = f"transcript {Path(r['transcript_path']).name} not found and " if r["transcript_path"] else ""
+                    out.drop(vid, "no_audio", f"{missing}no audio stream to transcribe")
+                    continue
+                else:
+                    t = segments_from_json(self._transcribe(r["video_path"], out))
+                    source, asr_model = "asr", self.asr().model_id
+            except TranscriptError as e:
+                out.drop(vid, e.reason, e.detail if hasattr(e, "detail") else str(e))
+                continue
+            except media.MediaError as e:
+                out.drop(vid, e.reason, e.detail or str(e))
+                continue
+            if t.bad_times:
+                out.count("bad_segment_times", t.bad_times)
+            if not any(s["text"].strip() for s in t.segments):
+                out.drop(vid, "empty_transcript", f"{len(t.segments)} segments, no text")
+                continue
+            lang = (t.language or "").lower()
+            if lang and not lang.startswith("en") and not self.cfg.any_language:
+                out.drop(vid, "non_english", f"language {t.language!r}")
+                continue
+            out.keep({**r, "segments": t.segments, "language": t.language or "", "transcript_source": source,
+                      "asr_model": asr_model})
