@@ -20,7 +20,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from builders.sources.howto100m import iter_csv_records, iter_text_lines, read_csv_header, require_file
+from builders.core.errors import InputError
+from builders.sources.howto100m import (
+    iter_csv_records,
+    iter_text_lines,
+    read_csv_header,
+    require_file,
+)
 from builders.sources.transcripts import is_valid_video_id
 
 logger = logging.getLogger(__name__)
@@ -29,21 +35,25 @@ ID_COLUMNS = ("video_id", "vid_id")
 
 
 def _ids_from_json(path: Path) -> Iterator[Any]:
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise InputError(f"{path}: exclusion list is not valid JSON: {' '.join(str(err).split())[:200]}") from None
     if isinstance(data, dict) and isinstance(data.get("database"), dict):
         return iter(data["database"])
     if isinstance(data, list):
         return iter(data)
-    raise ValueError(f"{path}: expected {{'database': {{video_id: ...}}}} or a list of ids")
+    shape = f"a JSON {type(data).__name__}" + (f" with keys {sorted(data)[:5]}" if isinstance(data, dict) else "")
+    raise InputError(f"{path}: exclusion list must be {{'database': {{video_id: ...}}}} (YouCook2 annotations) or a "
+                     f"JSON list of ids, not {shape}")
 
 
 def _ids_from_csv(path: Path) -> Iterator[Any]:
     header = read_csv_header(path)
     column = next((header.index(name) for name in ID_COLUMNS if name in header), None)
     if column is None:
-        raise ValueError(f"{path}: no video_id / vid_id column in header {header}")
-    records = iter_csv_records(path)
+        raise InputError(f"{path}: no video_id / vid_id column in header {header}")
+    records = iter_csv_records(path, multiline=False)
     next(records)  # the header
     for rec in records:
         yield rec.value[column].strip() if not rec.problem and len(rec.value) > column else None
@@ -70,7 +80,8 @@ def read_exclusion_ids(paths: Iterable[str | Path]) -> set[str]:
     """The union of the video ids listed in ``paths`` (spec §2.5; paper supp. E.1).
 
     Every path is checked first: a missing file raises ``FileNotFoundError`` before anything is read; an
-    unrecognised JSON shape or a CSV without an id column raises ``ValueError``.
+    unrecognised JSON shape, invalid JSON or a CSV without an id column raises
+    :class:`~builders.core.errors.InputError` (exit 2 before any work: the corpora call this when checking inputs).
     """
     files = [require_file(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     ids: set[str] = set()

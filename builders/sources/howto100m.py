@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from builders.core.errors import InputError
 from builders.core.records import Drop, Row
+from builders.sources.transcripts import is_valid_video_id
 
 STAGE = "read_metadata"
 TASKS_STAGE = "read_task_ids"
@@ -90,31 +92,57 @@ class _RecordTooLarge(Exception):
     pass
 
 
+class _RecordSpansLines(Exception):
+    pass
+
+
 class _CappedLines:
-    """Line iterator for ``csv.reader`` that refuses a record growing past ``cap`` characters.
+    """Line iterator for ``csv.reader`` that refuses a record growing past ``cap`` characters and remembers the lines
+    of the current record, so that a record that must be re-read line by line can be pushed back.
 
     ``csv.reader`` resets its state on the next call after an exception from its input, so a runaway quoted field
-    costs one drop and at most ``cap`` characters of memory, and reading resumes at the next line.
+    costs one drop and at most ``cap`` characters of memory. ``eof_in_record`` says the file ended inside a record
+    (an unterminated quoted field: ``csv`` then returns the rest of the file as its last field, without an error).
     """
 
-    def __init__(self, f: IO[str], cap: int) -> None:
-        self._f, self._cap = f, cap
+    def __init__(self, f: IO[str], cap: int, multiline: bool = True) -> None:
+        self._f, self._cap, self.multiline = f, cap, multiline
         self.pending = 0  # characters fed since the current record started
         self.line_no = 0
         self.record_start = 1
+        self.record_lines: list[str] = []  # the lines of the current record (bounded by ``cap`` characters)
+        self.eof_in_record = False
+        self._pushed: list[str] = []  # lines to read again, in reverse order
 
     def __iter__(self) -> _CappedLines:
         return self
 
+    def new_record(self) -> None:
+        self.pending = 0
+        self.record_lines = []
+        self.eof_in_record = False
+
+    def push_back(self, lines: list[str], first_line_no: int) -> None:
+        """Read ``lines`` again (they start at line ``first_line_no``)."""
+        self._pushed.extend(reversed(lines))
+        self.line_no = first_line_no - 1
+
     def __next__(self) -> str:
-        line = self._f.readline(self._cap + 1)
+        if not self.multiline and self.record_lines:
+            raise _RecordSpansLines("a quoted field runs past the end of its line")
+        line = self._pushed.pop() if self._pushed else self._f.readline(self._cap + 1)
         if not line:
+            if self.pending:
+                self.eof_in_record = True
             raise StopIteration
         if self.pending == 0:
             self.record_start = self.line_no + 1
         self.line_no += 1
         self.pending += len(line)
+        self.record_lines.append(line)
         if self.pending > self._cap:
+            if not line.endswith(("\n", "\r")):
+                self.record_lines.pop()
             while line and not line.endswith(("\n", "\r")):  # skip the rest of an over-long line
                 line = self._f.readline(self._cap + 1)
             raise _RecordTooLarge(f"record over {self._cap} characters")
@@ -131,38 +159,66 @@ def _field_problem(fields: list[str], max_field_chars: int) -> str:
 
 
 def iter_csv_records(
-    path: str | Path, *, delimiter: str = ",", max_field_chars: int = MAX_FIELD_CHARS
+    path: str | Path, *, delimiter: str = ",", max_field_chars: int = MAX_FIELD_CHARS, multiline: bool = True,
+    columns: int | None = None,
 ) -> Iterator[Record]:
     """Stream the non-blank records of a UTF-8 CSV file (header included) as :class:`Record` of ``list[str]``.
 
     A record with a field over ``max_field_chars``, non-UTF-8 bytes or a CSV syntax error comes with a ``problem``
     (its value is ``None`` when the fields could not be split); reading goes on with the next record.
+
+    A quoted field may span lines only when ``multiline`` (RecipeNLG); a record that spans lines although it may
+    not, that runs to the end of the file inside a quote, or (with ``columns``) that spans lines and has another
+    number of columns, is an unterminated quote: its first line alone becomes a record with that ``problem`` and
+    reading resumes at the line after it, so one stray ``"`` never swallows the rows after it.
     """
     raise_csv_field_limit()
     with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-        lines = _CappedLines(f, cap=8 * max_field_chars)
+        lines = _CappedLines(f, cap=8 * max_field_chars, multiline=multiline)
         reader = csv.reader(lines, delimiter=delimiter)
         while True:
+            lines.new_record()
             try:
                 fields = next(reader)
             except StopIteration:
                 return
-            except (_RecordTooLarge, csv.Error) as err:
-                lines.pending = 0
-                yield Record(lines.record_start, None, f"{type(err).__name__}: {err}")
+            except _RecordSpansLines:
+                yield from _resync(lines, "", unterminated=True)
+                reader = csv.reader(lines, delimiter=delimiter)
                 continue
-            lines.pending = 0
+            except (_RecordTooLarge, csv.Error) as err:
+                yield from _resync(lines, f"{type(err).__name__}: {err}")
+                reader = csv.reader(lines, delimiter=delimiter)
+                continue
+            spanned = len(lines.record_lines) > 1
+            if spanned and (not multiline or lines.eof_in_record or (columns is not None and len(fields) != columns)):
+                yield from _resync(lines, "", unterminated=True)
+                reader = csv.reader(lines, delimiter=delimiter)
+                continue
             if fields:
                 yield Record(lines.record_start, fields, _field_problem(fields, max_field_chars))
 
 
+def _resync(lines: _CappedLines, problem: str, unterminated: bool = False) -> Iterator[Record]:
+    """The record that just failed as one bad record of its first line; its other lines are pushed back."""
+    start, rest = lines.record_start, lines.record_lines[1:]
+    if rest or unterminated:
+        end = start + len(lines.record_lines) - 1
+        where = f"runs to line {end}" if rest else "is not closed on its line"
+        problem = (f"unterminated quoted field: the quote opened on line {start} {where}"
+                   f"{' (end of file)' if lines.eof_in_record else ''}{f'; {problem}' if problem else ''}; "
+                   f"this line is dropped, reading resumes at line {start + 1}")
+        lines.push_back(rest, start + 1)
+    yield Record(start, None, problem)
+
+
 def read_csv_header(path: str | Path, *, delimiter: str = ",") -> list[str]:
-    """The stripped column names of the first record of a CSV file; ``ValueError`` if empty or unreadable."""
-    for record in iter_csv_records(path, delimiter=delimiter):
+    """The stripped column names of the first record of a CSV file; :class:`InputError` if empty or unreadable."""
+    for record in iter_csv_records(path, delimiter=delimiter, multiline=False):
         if record.problem:
-            raise ValueError(f"{path}: unreadable header line ({record.problem})")
+            raise InputError(f"{path}: unreadable header line ({record.problem})")
         return [name.strip() for name in record.value]
-    raise ValueError(f"{path}: empty file, no header")
+    raise InputError(f"{path}: empty file, no header")
 
 
 def iter_text_lines(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Record]:
@@ -228,6 +284,8 @@ def _metadata_row(record: dict[str, Any], ordinal: int) -> Row:
     video_id = _text_field(record.get("video_id"), "video_id")
     if not video_id:
         raise ValueError("empty video_id")
+    if not is_valid_video_id(video_id):
+        raise ValueError(f"video_id {video_id[:80]!r} is not a YouTube id ([A-Za-z0-9_-]{{1,64}})")
     row: Row = {"video_id": video_id, **METADATA_DEFAULTS}
     row["category_1"] = _text_field(record.get("category_1"), "category_1")
     row["category_2"] = _text_field(record.get("category_2"), "category_2")
@@ -245,7 +303,7 @@ def _metadata_drop(item_id: str, detail: str) -> Drop:
 
 
 def _metadata_from_csv(path: Path, header: list[str]) -> Iterator[Row | Drop]:
-    records = iter_csv_records(path)
+    records = iter_csv_records(path, multiline=False)
     next(records)  # the header, checked by the caller
     id_col = header.index("video_id")
     for ordinal, rec in enumerate(records):
@@ -292,7 +350,8 @@ def read_metadata(path: str | Path) -> Iterator[Row | Drop]:
         return _metadata_from_jsonl(p)
     header = read_csv_header(p)
     if "video_id" not in header:
-        raise ValueError(f"{p}: no video_id column in header {header}")
+        raise InputError(f"{p}: no video_id column in header {header} (HowTo100M_v1.csv: "
+                         "video_id,category_1,category_2,rank,task_id)")
     return _metadata_from_csv(p, header)
 
 
@@ -342,7 +401,7 @@ def _titles_csv_columns(path: Path) -> tuple[int, int, int]:
     """``(id column, title column, column count)`` of a titles CSV; ``ValueError`` when a column is missing."""
     header = read_csv_header(path)
     if "video_id" not in header or "title" not in header:
-        raise ValueError(f"{path}: titles CSV needs video_id and title columns, got {header}")
+        raise InputError(f"{path}: titles CSV needs video_id and title columns, got {header}")
     return header.index("video_id"), header.index("title"), len(header)
 
 
@@ -355,7 +414,7 @@ def _title_records(path: Path, columns: tuple[int, int, int] | None) -> Iterator
             yield rec.line_no, value.get("video_id"), value.get("title"), problem
         return
     id_col, title_col, n_cols = columns
-    records = iter_csv_records(path)
+    records = iter_csv_records(path, multiline=False)
     next(records)  # the header
     for rec in records:
         if rec.problem or len(rec.value) != n_cols:
@@ -431,11 +490,11 @@ def read_durations(path: str | Path) -> tuple[dict[str, float], list[Drop]]:
     header = read_csv_header(p)
     id_name = next((name for name in ("video_id", "vid_id") if name in header), None)
     if id_name is None or "duration" not in header:
-        raise ValueError(f"{p}: durations CSV needs video_id (or vid_id) and duration columns, got {header}")
+        raise InputError(f"{p}: durations CSV needs video_id (or vid_id) and duration columns, got {header}")
     id_col, dur_col = header.index(id_name), header.index("duration")
     durations: dict[str, float] = {}
     drops: list[Drop] = []
-    records = iter_csv_records(p)
+    records = iter_csv_records(p, multiline=False)
     next(records)  # the header
     for rec in records:
         try:

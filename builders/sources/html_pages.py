@@ -126,14 +126,20 @@ def page_key(path: Path) -> str | None:
 
 def list_pages(directory: str | Path) -> list[tuple[str, Path]]:
     """``(key, path)`` of the pages of ``directory`` (not recursive), sorted by key; ``.html.gz`` before ``.html``
-    when both exist for one key (the second is ignored)."""
+    when both exist for one key (the second is ignored). An entry named like a page that is not a readable file (a
+    directory, a dangling symlink) is listed too, unless a real file has its key: reading it gives a named
+    ``page_unreadable`` drop, so it is counted, never skipped silently (issue 14)."""
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(f"pages directory not found: {root}")
     found: dict[str, Path] = {}
     for path in sorted(root.iterdir()):
         key = page_key(path)
-        if key is not None and path.is_file() and (key not in found or path.name.endswith(".gz")):
+        if key is None:
+            continue
+        old = found.get(key)
+        rank = (path.is_file(), path.name.endswith(".gz"))
+        if old is None or rank > (old.is_file(), old.name.endswith(".gz")):
             found[key] = path
     return sorted(found.items())
 

@@ -9,8 +9,8 @@
 
 One-file formats are streamed once into one small file per video under ``work_dir`` with
 :func:`builders.sources.transcripts.split_raw_captions` (re-split only when the source file or the wanted ids change;
-the nesting depth of the big file is checked first, streaming, because ijson's value builder grows with the square
-of the depth). Every per-video file is capped at ``transcripts.MAX_TRANSCRIPT_BYTES`` and :data:`MAX_JSON_DEPTH`
+the split builds one video at a time and caps its nesting depth and size while streaming, so one bad video is a
+``malformed_transcript``, never a crash or gigabytes of memory). Every per-video file is capped at ``transcripts.MAX_TRANSCRIPT_BYTES`` and :data:`MAX_JSON_DEPTH`
 levels of nesting (checked on the bytes before ``json.loads``).
 
 Errors per video are :class:`~builders.sources.transcripts.TranscriptError`: ``no_transcript`` (no file, invalid id)
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,6 @@ from .transcripts import (
     is_valid_video_id,
     lacks_stop_words,
     parse_raw_caption,
-    raw_caption_path,
     split_raw_captions,
 )
 
@@ -60,8 +59,7 @@ __all__ = ["FORMATS", "MAX_JSON_DEPTH", "NarrationReader", "TranscriptInput", "j
 FORMATS = ("htm_raw", "sentencified", "whisperx", "segments")
 # one folder per one-file format under work_dir (htm_raw shares transcripts.open_transcripts' split)
 SPLIT_DIRS = {"htm_raw": RAW_CAPTIONS_DIR, "sentencified": "sentencified_captions", "segments": "segment_lists"}
-MAX_JSON_DEPTH = 32  # WhisperX json nests 5 levels ({segments: [{words: [{}]}]}); raw_caption.json 3
-_CHUNK = 8 << 20
+MAX_JSON_DEPTH = transcripts.MAX_JSON_DEPTH  # WhisperX json nests 5 levels ({segments: [{words: [{}]}]})
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 
 
@@ -102,12 +100,6 @@ def json_nesting_depth(chunks: Iterable[bytes], limit: int | None = None) -> int
         if limit is not None and deepest > limit:
             break
     return deepest
-
-
-def _file_chunks(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            yield chunk
 
 
 def load_transcript_json(path: Path) -> Any:
@@ -193,12 +185,10 @@ def _parse_caption_lists(video_id: str, fmt: str, obj: Any) -> TranscriptInput:
 
 
 def _split_once(src: Path, out: Path, wanted_ids: set[str] | None) -> None:
-    """Split a one-file input into ``out`` unless the split there already comes from the same file and ids."""
+    """Split a one-file input into ``out`` unless the split there already comes from the same file and ids (the
+    split caps each video's nesting depth and size while streaming: one bad video is ``malformed_transcript``)."""
     if _marker_key(_read_marker(out)) == _marker_key(_split_marker(src, wanted_ids, None)):
         return
-    depth = json_nesting_depth(_file_chunks(src), MAX_JSON_DEPTH)
-    if depth > MAX_JSON_DEPTH:
-        raise ValueError(f"{src}: JSON nested deeper than {MAX_JSON_DEPTH} levels; not a transcript file")
     split_raw_captions(src, out, wanted_ids)
 
 
@@ -238,6 +228,7 @@ class NarrationReader:
         self._index: dict[str, Path] | None = None
         self._warned: set[str] = set()
         self.split_root: Path | None = None
+        self.split_error = ""
         if fmt == "whisperx" or (fmt == "segments" and self.path.is_dir()):
             if not self.path.is_dir():
                 raise ValueError(f"transcript_format={fmt} needs a directory of <video_id>.json, got {self.path}")
@@ -248,10 +239,12 @@ class NarrationReader:
             raise ValueError(f"transcript_format={fmt}: a work_dir is needed to split {self.path}")
         self.split_root = Path(work_dir) / SPLIT_DIRS[fmt]
         _split_once(self.path, self.split_root, wanted_ids)
+        marker = _read_marker(self.split_root)
+        self.split_error = str(marker.get("error") or "") if marker else ""
 
     def _lookup(self, vid: str) -> Path:
         if self.split_root is not None:
-            return raw_caption_path(self.split_root, vid)
+            return transcripts.split_file_path(self.split_root, vid, self.split_error)
         direct = self.path / f"{vid}.json"
         if direct.is_file():
             return direct

@@ -16,8 +16,14 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from builders.core.errors import InputError
 from builders.core.records import Drop, Row
-from builders.sources.howto100m import Record, iter_csv_records, read_csv_header, require_file
+from builders.sources.howto100m import (
+    Record,
+    iter_csv_records,
+    read_csv_header,
+    require_file,
+)
 
 STAGE = "read_recipes"
 HEADER = ("title", "ingredients", "directions", "link", "source", "NER")  # after the unnamed id column
@@ -28,7 +34,7 @@ _ID_RE = re.compile(r"\d{1,18}")  # a row id that fits int64
 def _check_header(path: Path) -> None:
     header = read_csv_header(path)
     if tuple(header[1:]) != HEADER:
-        raise ValueError(f"{path}: not a RecipeNLG CSV, header {header} (expected ',{','.join(HEADER)}')")
+        raise InputError(f"{path}: not a RecipeNLG CSV, header {header} (expected ',{','.join(HEADER)}')")
 
 
 def _json_str_list(text: str) -> list[str] | None:
@@ -71,7 +77,8 @@ def read_recipenlg(path: str | Path) -> Iterator[Row | Drop]:
     ``malformed_csv_row`` (wrong column count, non-integer id, unknown ``source``, a field over 1 MiB, non-UTF-8 bytes,
     CSV syntax error) and ``malformed_recipe_json``; a drop's ``item_id`` is the recipe id, or ``row:<n>`` (0-based
     data-row ordinal) when the id is unusable. ``csv.field_size_limit`` is raised to the maximum. Raises
-    ``FileNotFoundError`` / ``ValueError`` (wrong header) at call time.
+    ``FileNotFoundError`` / :class:`~builders.core.errors.InputError` (empty file, wrong header) at call time. A quoted
+    field left open swallows no recipe: its line is one ``malformed_csv_row`` and reading resumes after it.
     """
     p = require_file(path)
     _check_header(p)
@@ -79,7 +86,7 @@ def read_recipenlg(path: str | Path) -> Iterator[Row | Drop]:
 
 
 def _recipes(path: Path) -> Iterator[Row | Drop]:
-    records = iter_csv_records(path)
+    records = iter_csv_records(path, columns=len(HEADER) + 1)
     next(records)  # the header, checked by the caller
     for ordinal, rec in enumerate(records):
         yield _recipe(rec, ordinal)

@@ -67,6 +67,10 @@ _INLINE_TAG_RE = re.compile(r"</?(?:a|abbr|b|bdi|bdo|cite|code|data|dfn|em|font|
 _BREAK_RE = re.compile(r"<\s*br\s*/?\s*>|<\s*/\s*(?:p|li)\s*>", re.IGNORECASE)
 _ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _LINES_RE = re.compile(r"[\r\n\u2028\u2029]+")
+# a sentence end glued to the next capitalised sentence ("oil.Put"): split between them (string instructions only)
+_GLUED_SENTENCE_RE = re.compile(r"(?<=[a-z0-9)][.!?])(?=[A-Z][a-z])")
+# "1. " / "2)" at the start of a step text (followed by a letter, not "1.5")
+_NUMBER_MARK_RE = re.compile(r"\s*(\d{1,2})[.)]\s*(?=[^\W\d_])")
 _JSON_ESCAPE_RE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])|\\')
 _TRAILING_COMMA_RE = re.compile(r'"(?:[^"\\]|\\.)*"|,(\s*[}\]])', re.DOTALL)
 _WRAPPER_HEAD_RE = re.compile(r"^\s*(?:<!--|(?://|/\*)?\s*<!\[CDATA\[\s*(?:\*/)?)")
@@ -127,11 +131,45 @@ def clean_text(text: str) -> str:
     return collapse(strip_tags(unescape_html(text)))
 
 
-def split_instruction_string(text: str) -> list[str]:
+def split_instruction_string(text: str, newlines: bool = True, glued: bool = False) -> list[str]:
     """Steps of a string ``recipeInstructions`` (spec §2.2): HTML-unescape (at most twice), split on newlines,
-    ``<br>``, ``</p>``, ``</li>``, strip tags, collapse whitespace, drop empty pieces."""
-    text = _BREAK_RE.sub("\n", unescape_html(text))
-    pieces = (collapse(strip_tags(piece)) for piece in _LINES_RE.split(text))
+    ``<br>``, ``</p>``, ``</li>``, strip tags, collapse whitespace, drop empty pieces.
+
+    ``newlines=False`` keeps raw line breaks inside a step (a string that is one item of an instruction list is one
+    step, as recipe-scrapers reads it; only its HTML breaks split it). ``glued=True`` also splits where a sentence
+    end runs into the next capitalised sentence without a space (``oil.Put the``): the trace of paragraph breaks that a
+    page dropped when it flattened its steps into one string.
+    """
+    text = _BREAK_RE.sub("\x00", unescape_html(text))
+    pieces = [line for piece in text.split("\x00") for line in (_LINES_RE.split(piece) if newlines else [piece])]
+    if glued:
+        pieces = [part for piece in pieces for part in _GLUED_SENTENCE_RE.split(piece)]
+    cleaned = (collapse(strip_tags(piece)) for piece in pieces)
+    return [piece for piece in cleaned if piece]
+
+
+def split_numbered_steps(text: str) -> list[str]:
+    """A step whose text runs several numbered steps together (``1. Mix. 2. Bake.3. Serve.``) -> one text per
+    number, markers removed; any other text -> ``[text]``.
+
+    Only a text that starts with ``1.`` / ``1)`` and then holds ``2.``, ``3.``, ... in order, each after a space or a
+    sentence end and before a capital letter, is split (so ``1.5 cups`` or ``Bake 2. Then`` never split it).
+    """
+    first = _NUMBER_MARK_RE.match(text)
+    if first is None or first.group(1) != "1":
+        return [text]
+    starts = [first]
+    pos = first.end()
+    while True:
+        nxt = re.compile(rf"(?:(?<=[\s.!?;:)])|^){len(starts) + 1}[.)]\s*(?=[^\W\d_])").search(text, pos)
+        if nxt is None:
+            break
+        starts.append(nxt)
+        pos = nxt.end()
+    if len(starts) < 2:
+        return [text]
+    bounds = [m.start() for m in starts[1:]] + [len(text)]
+    pieces = [collapse(text[m.end():end]) for m, end in zip(starts, bounds)]
     return [piece for piece in pieces if piece]
 
 
@@ -261,10 +299,13 @@ def find_recipe_nodes(value: Any, depth: int = 0) -> list[dict[str, Any]]:
 
 
 def flatten_instructions(value: Any, counters: Counter | None = None, section: str | None = None,
-                         depth: int = 0) -> list[Step]:
+                         depth: int = 0, in_list: bool = False) -> list[Step]:
     """``recipeInstructions`` -> steps in document order (spec §2.2).
 
-    A string is split (:func:`split_instruction_string`); a list is flattened item by item; a HowToStep gives its
+    A string is split (:func:`split_instruction_string`: a whole-recipe string at lines, HTML breaks and glued
+    sentence ends; a string item of a list, ``in_list``, only at HTML breaks); a text that runs numbered steps
+    together is split at its numbers (:func:`split_numbered_steps`); a list is flattened item by item; a HowToStep
+    gives its
     ``text`` (else its ``name``), keeping ``name`` as ``step_name`` when both exist (a HowToStep without text that
     wraps ``itemListElement`` gives the wrapped steps); a HowToSection / ItemList recurses into ``itemListElement``
     (object or list) with ``section`` = its ``name``; a HowToTip is skipped and counted ``howto_tip``.
@@ -274,9 +315,14 @@ def flatten_instructions(value: Any, counters: Counter | None = None, section: s
     if isinstance(value, (int, float)):
         value = str(value)
     if isinstance(value, str):
-        return [Step(text, section, None) for text in split_instruction_string(value)]
+        if in_list:  # one item of a list: one step (its HTML breaks still split it)
+            texts = split_instruction_string(value, newlines=False)
+        else:  # the whole instructions as one string: lines, HTML breaks and glued sentence ends split it
+            texts = split_instruction_string(value, glued=True)
+        return [Step(piece, section, None) for text in texts for piece in split_numbered_steps(text)]
     if isinstance(value, list):
-        return [step for item in value for step in flatten_instructions(item, counters, section, depth + 1)]
+        return [step for item in value
+                for step in flatten_instructions(item, counters, section, depth + 1, in_list=True)]
     if not isinstance(value, dict):
         return []
     types = _types(value)
@@ -291,6 +337,9 @@ def flatten_instructions(value: Any, counters: Counter | None = None, section: s
                                                           and "howtostep" not in types):
         return flatten_instructions(elements, counters, name or section, depth + 1)
     if text:
+        pieces = split_numbered_steps(text)
+        if len(pieces) > 1:  # several numbered steps in one HowToStep: its name (usually the text again) is dropped
+            return [Step(piece, section, None) for piece in pieces]
         return [Step(text, section, name or None)]
     if elements is not None:  # a HowToStep wrapping HowToDirection items
         inner = flatten_instructions(elements, counters, section, depth + 1)

@@ -16,13 +16,15 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable
-from functools import cache
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import ijson
+
+from builders.core.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ WHISPERX_SOURCE = "whisperx"
 NO_TRANSCRIPT = "no_transcript"
 MALFORMED_TRANSCRIPT = "malformed_transcript"
 MAX_TRANSCRIPT_BYTES = 64 << 20  # one video's transcript file; larger ones are malformed, not read
+MAX_JSON_DEPTH = 32  # one video's JSON nesting (WhisperX nests 5 levels, raw_caption.json 3); deeper: malformed
 STOPWORD_CHECK_MIN_TOKENS = 50  # spec §2.3: caption.json (stop words removed) instead of raw_caption.json
 SPLIT_MARKER = "_split_done.json"
 RAW_CAPTIONS_DIR = "raw_captions"
@@ -84,10 +87,177 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def _check_json_object_file(path: Path) -> None:
+    """A whole-file check of ``raw_caption.json`` (spec §2.3), before any work: it must start a JSON object whose
+    first entry parses (``{}`` is a valid, empty file). Raises :class:`~builders.core.errors.InputError` naming the
+    problem (empty, not UTF-8 JSON, a top-level list or other value, garbage after ``{``)."""
     with open(path, "rb") as f:
         head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
+    expected = "a JSON object {video_id: {text, start, end}} (raw_caption.json)"
+    if not head:
+        raise InputError(f"{path}: empty file; expected {expected}")
     if not head.startswith(b"{"):
-        raise ValueError(f"{path}: not a JSON object {{video_id: {{text, start, end}}}} (raw_caption.json)")
+        what = "a JSON list" if head.startswith(b"[") else f"it starts with {head[:20]!r}"
+        raise InputError(f"{path}: not {expected}: {what}")
+    try:
+        with open(path, "rb") as f:
+            events = ijson.basic_parse(_NonFiniteAsStrings(f), use_float=True)
+            next(events)  # start_map
+            event, _ = next(events)
+            if event == "map_key":
+                next(events)  # the first value starts
+    except StopIteration:
+        raise InputError(f"{path}: the JSON object ends before its first entry (truncated?)") from None
+    except (ijson.JSONError, ValueError) as err:
+        raise InputError(f"{path}: not {expected}: invalid JSON at the start: {' '.join(str(err).split())[:200]}") from None
+
+
+def check_raw_caption_file(path: str | Path) -> None:
+    """The whole-file check of a ``raw_caption.json`` given as transcripts (a directory is WhisperX: not checked
+    here). ``FileNotFoundError`` when absent, :class:`~builders.core.errors.InputError` when unusable."""
+    src = Path(path)
+    if src.is_dir():
+        return
+    if not src.is_file():
+        raise FileNotFoundError(f"raw captions file not found: {src}")
+    _check_json_object_file(src)
+
+
+class _NonFiniteAsStrings:
+    """A read-only binary stream over a JSON file that turns the bare tokens ``NaN``, ``Infinity`` and
+    ``-Infinity`` (written by Python's ``json.dumps``; not JSON, so ijson stops at them) into the strings
+    ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, which :func:`_as_time` reads back as floats, so the segment reaches
+    the cleaning step and is dropped there as ``bad_segment`` (spec §6) instead of ending the split.
+
+    Tokens inside strings are left alone: the in-string state is carried across chunks (escaped quotes and
+    backslashes removed, then quotes counted); only a chunk holding a candidate token is rewritten token by token.
+    """
+
+    _CHUNK = 1 << 20
+    _HOLD = 16  # bytes held back so that a token or an escape is never cut by a chunk border
+    _WORD = frozenset(bytes([b]) for b in b"\\-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+    _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|-?Infinity|NaN', re.DOTALL)
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self._carry = b""
+        self._in_string = False
+        self._eof = False
+        self._out = b""
+        self.bytes_read = 0
+
+    def _next_chunk(self) -> bytes:
+        data = self._carry + (b"" if self._eof else self._f.read(self._CHUNK))
+        if len(data) <= len(self._carry):
+            self._eof = True
+        if self._eof:
+            self._carry, chunk = b"", data
+        else:
+            cut = stop = max(len(data) - self._HOLD, 0)
+            while cut > max(stop - self._HOLD, 0) and data[cut - 1:cut] in self._WORD:
+                cut -= 1  # never end a chunk inside a token or an escape
+            self._carry, chunk = data[cut:], data[:cut]
+        self.bytes_read += len(chunk)
+        return self._rewrite(chunk) if (b"NaN" in chunk or b"Infinity" in chunk) else self._advance(chunk)
+
+    def _advance(self, chunk: bytes) -> bytes:
+        quotes = chunk.replace(b"\\\\", b"").replace(b'\\"', b"").count(b'"')
+        self._in_string ^= bool(quotes % 2)
+        return chunk
+
+    def _rewrite(self, chunk: bytes) -> bytes:
+        prefix = b'"' if self._in_string else b""
+        text = prefix + chunk
+        out: list[bytes] = []
+        pos = 0
+        in_string = False
+        for m in self._TOKENS.finditer(text):
+            out.append(text[pos:m.start()])
+            token = m.group(0)
+            if token.startswith(b'"'):
+                in_string = m.group(1) is None
+                out.append(token)
+            else:
+                in_string = False
+                out.append(b'"' + token + b'"')
+            pos = m.end()
+        out.append(text[pos:])
+        self._in_string = in_string
+        return b"".join(out)[len(prefix):]
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all that is buffered or the next chunk when ``n < 0``); ``read(0)`` is ``b""``."""
+        if n == 0:
+            return b""
+        while not self._out and not (self._eof and not self._carry):
+            self._out = self._next_chunk()
+        if n < 0 or n >= len(self._out):
+            data, self._out = self._out, b""
+        else:
+            data, self._out = self._out[:n], self._out[n:]
+        return data
+
+
+class _ValueTooBig(Exception):
+    pass
+
+
+def _skip_value(events: Iterator[tuple[str, Any]], depth: int) -> None:
+    """Consume the events of a value whose container was opened ``depth`` levels deep (O(1) memory)."""
+    while depth:
+        event, _ = next(events)
+        if event in ("start_map", "start_array"):
+            depth += 1
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+
+
+def _build_value(events: Iterator[tuple[str, Any]], event: str, value: Any, max_depth: int,
+                 max_bytes: int) -> tuple[Any, str]:
+    """One JSON value from ijson ``basic_parse`` events (its first event given): ``(value, "")``, or
+    ``(None, problem)`` for a value nested deeper than ``max_depth`` or estimated above ``max_bytes`` (the rest of
+    the value is then consumed without being built, so memory stays bounded whatever the file holds)."""
+    if event not in ("start_map", "start_array"):
+        return value, ""
+    root: Any = {} if event == "start_map" else []
+    stack: list[Any] = [root]
+    keys: list[str | None] = [None]
+    size = 2
+    while stack:
+        event, value = next(events)
+        if event in ("end_map", "end_array"):
+            stack.pop()
+            keys.pop()
+            continue
+        if event == "map_key":
+            keys[-1] = value
+            size += len(value) + 3
+            continue
+        if event in ("start_map", "start_array"):
+            if len(stack) >= max_depth:
+                _skip_value(events, len(stack) + 1)
+                return None, f"JSON nested deeper than {max_depth} levels"
+            item: Any = {} if event == "start_map" else []
+        else:
+            item = value
+            size += len(value) + 2 if isinstance(value, str) else 8
+        parent = stack[-1]
+        if isinstance(parent, dict):
+            parent[keys[-1]] = item
+        else:
+            parent.append(item)
+        if event in ("start_map", "start_array"):
+            stack.append(item)
+            keys.append(None)
+            size += 2
+        if size > max_bytes:
+            _skip_value(events, len(stack))
+            return None, f"more than {max_bytes} bytes of JSON"
+    return root, ""
+
+
+def split_error_path(root: str | Path, video_id: str) -> Path:
+    """Where :func:`split_raw_captions` records why one video's value was not written (next to its ``.json``)."""
+    return raw_caption_path(root, video_id).with_suffix(".error")
 
 
 def split_raw_captions(
@@ -95,11 +265,18 @@ def split_raw_captions(
 ) -> dict[str, int]:
     """Stream HowTo100M ``raw_caption.json`` (spec §2.3) into one JSON file per video under ``out_dir``.
 
-    Uses ``ijson.kvitems`` (the file is never loaded whole). Ids that are not ``[A-Za-z0-9_-]{1,64}`` are never
-    used as paths and are counted as ``bad_id``; ids outside ``wanted_ids`` (when given) as ``skipped_unwanted``.
-    Each file is written atomically; re-running rewrites the same files (idempotent). A JSON syntax error (e.g. a
-    truncated download) stops the split: what was read is kept, ``json_error`` is 1 and an error is logged. A marker
-    ``SPLIT_MARKER`` with the source's size/mtime and the counts is written last. Returns the counts.
+    Streams ijson ``basic_parse`` events (the file is never loaded whole) and builds one video's value at a time,
+    capped at :data:`MAX_JSON_DEPTH` levels and :data:`MAX_TRANSCRIPT_BYTES` (read at call time): a video over a cap
+    is not written; its ``<id>.error`` file makes it a ``malformed_transcript`` drop (counted as ``too_big``), so a
+    200 KB file of 100,000 nested arrays costs no memory. ``NaN`` / ``Infinity`` tokens are read as strings (see
+    :class:`_NonFiniteAsStrings`): the segment, not the rest of the file, is lost. Ids that are not
+    ``[A-Za-z0-9_-]{1,64}`` are never used as paths and are counted as ``bad_id``; ids outside ``wanted_ids`` (when
+    given) as ``skipped_unwanted``. Each file is written atomically; re-running rewrites the same files
+    (idempotent). A JSON syntax error (e.g. a truncated download) stops the split: what was read is kept,
+    ``json_error`` is 1, the video being read gets an ``.error`` file, the marker records the error and every video
+    not found is then ``malformed_transcript`` (the file could not be read to its end), not ``no_transcript``. A
+    marker ``SPLIT_MARKER`` with the source's size/mtime, the counts and the error is written last. Raises
+    :class:`~builders.core.errors.InputError` for a file that is not a JSON object. Returns the counts.
     """
     src = Path(path)
     if not src.is_file():
@@ -108,23 +285,73 @@ def split_raw_captions(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     counts = {"videos": 0, "skipped_unwanted": 0, "bad_id": 0, "json_error": 0}
+    too_big = 0
+    error = ""
+    max_bytes = MAX_TRANSCRIPT_BYTES
+    current: str | None = None
     with open(src, "rb") as f:
+        stream = _NonFiniteAsStrings(f)
+        events = ijson.basic_parse(stream, use_float=True)
         try:
-            for video_id, value in ijson.kvitems(f, "", use_float=True):
+            next(events)  # start_map, checked above
+            for event, video_id in events:
+                if event != "map_key":
+                    break  # end_map
+                event, value = next(events)
                 if not is_valid_video_id(video_id):
                     counts["bad_id"] += 1
                     if counts["bad_id"] <= 10:
                         logger.warning("raw captions: ignoring unsafe video id %r", str(video_id)[:80])
-                elif wanted_ids is not None and video_id not in wanted_ids:
+                    if event.startswith("start_"):
+                        _skip_value(events, 1)
+                    continue
+                if wanted_ids is not None and video_id not in wanted_ids:
                     counts["skipped_unwanted"] += 1
+                    if event.startswith("start_"):
+                        _skip_value(events, 1)
+                    continue
+                current = video_id
+                obj, problem = _build_value(events, event, value, MAX_JSON_DEPTH, max_bytes)
+                current = None
+                if problem:
+                    too_big += 1
+                    _write_atomic(split_error_path(out, video_id), problem.encode())
+                    raw_caption_path(out, video_id).unlink(missing_ok=True)
                 else:
-                    _write_atomic(raw_caption_path(out, video_id), json.dumps(value).encode("utf-8"))
-                    counts["videos"] += 1
-        except (ijson.JSONError, ValueError) as err:  # ValueError: bad bytes with a pure-Python backend
+                    _write_atomic(raw_caption_path(out, video_id), json.dumps(obj).encode("utf-8"))
+                    split_error_path(out, video_id).unlink(missing_ok=True)
+                counts["videos"] += 1
+        except (ijson.JSONError, ValueError, StopIteration) as err:  # ValueError: bad bytes (pure-Python backend)
             counts["json_error"] = 1
-            logger.error("raw captions %s: JSON error after %d videos, rest not read: %s", src, counts["videos"], err)
-    _write_atomic(out / SPLIT_MARKER, json.dumps(_split_marker(src, wanted_ids, counts)).encode("utf-8"))
+            why = "unexpected end of file" if isinstance(err, StopIteration) else " ".join(str(err).split())[:200]
+            error = (f"{src.name}: JSON error near byte {stream.bytes_read} after {counts['videos']} videos, the rest "
+                     f"was not read: {why}")
+            if current is not None:
+                _write_atomic(split_error_path(out, current), f"invalid JSON: {error}".encode())
+                raw_caption_path(out, current).unlink(missing_ok=True)
+            logger.error("raw captions %s: JSON error after %d videos, rest not read: %s", src, counts["videos"], why)
+    if too_big:
+        counts["too_big"] = too_big
+    marker = _split_marker(src, wanted_ids, counts)
+    marker["error"] = error
+    _write_atomic(out / SPLIT_MARKER, json.dumps(marker).encode("utf-8"))
     return counts
+
+
+def split_file_path(root: str | Path, video_id: str, split_error: str = "") -> Path:
+    """The per-video file of a split made by :func:`split_raw_captions`, or :class:`TranscriptError`:
+    ``malformed_transcript`` for a video whose value was over a cap or cut by a JSON error, or for any video absent
+    from a split that stopped at a JSON error (``split_error``: it may be in the part that could not be read);
+    ``no_transcript`` for a video absent from a complete file."""
+    path = raw_caption_path(root, video_id)
+    if path.is_file():
+        return path
+    err = split_error_path(root, video_id)
+    if err.is_file():
+        raise TranscriptError(MALFORMED_TRANSCRIPT, err.read_text(encoding="utf-8", errors="replace")[:300])
+    if split_error:
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"not in the readable part of the transcripts: {split_error}")
+    raise TranscriptError(NO_TRANSCRIPT, f"no file {path.name}")
 
 
 def _split_marker(src: Path, wanted_ids: Iterable[str] | None, counts: dict[str, int] | None) -> dict[str, Any]:
@@ -224,7 +451,9 @@ def parse_whisperx(video_id: str, obj: Any) -> Transcript:
 def english_stop_words() -> frozenset[str]:
     """spaCy's English stop words (a plain set; no model is loaded), or empty when spaCy is not installed."""
     try:
-        from spacy.lang.en.stop_words import STOP_WORDS  # imported lazily: importing spacy takes seconds
+        from spacy.lang.en.stop_words import (
+            STOP_WORDS,  # imported lazily: importing spacy takes seconds
+        )
     except ImportError:
         logger.warning("spaCy is not installed: the caption.json stop-word check is skipped")
         return frozenset()
@@ -266,12 +495,13 @@ class RawCaptionStore:
         self.root = _require_dir(root)
         marker = _read_marker(self.root)
         self.split_counts: dict[str, int] | None = marker.get("counts") if marker else None
+        self.split_error: str = str(marker.get("error") or "") if marker else ""
         self._warned: set[str] = set()
 
     def get(self, video_id: str) -> Transcript:
         """The video's transcript; raises :class:`TranscriptError`. Warns once per video on stop-word-free text."""
         vid = _checked_id(video_id)
-        transcript = parse_raw_caption(vid, _load_json_file(raw_caption_path(self.root, vid)))
+        transcript = parse_raw_caption(vid, _load_json_file(split_file_path(self.root, vid, self.split_error)))
         if vid not in self._warned and lacks_stop_words(transcript.segments):
             self._warned.add(vid)
             logger.warning(

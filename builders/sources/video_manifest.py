@@ -12,6 +12,7 @@ Transcript: WhisperX JSON ``{"segments": [{"start", "end", "text", ...}], "langu
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -135,8 +136,7 @@ def segments_from_json(obj: Any) -> Segments:
     segs, bad = [], 0
     for seg in raw:
         start, end, text = _whisperx_segment(seg)
-        if not (start == start and end == end) or start in (float("inf"), float("-inf")) \
-                or end in (float("inf"), float("-inf")) or end < start:
+        if not (math.isfinite(start) and math.isfinite(end)) or end < start:
             bad += 1
             continue
         segs.append({"start": start, "end": end, "text": text})
@@ -149,4 +149,4 @@ def read_transcript(path: str | Path) -> Segments:
     return segments_from_json(load_transcript_json(Path(path)))
 
 
-__all__ = ["ManifestError", "Segments", "read_manifest", "read_transcript", "segments_from_json", "STAGE"]
+__all__ = ["STAGE", "ManifestError", "Segments", "read_manifest", "read_transcript", "segments_from_json"]

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from builders.core.errors import InputError
 from builders.sources.transcripts import is_valid_video_id
 
 MISSING_FEATURES = "missing_features"
@@ -92,9 +93,9 @@ class FeatureIndex:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
         except (OSError, ValueError, RecursionError) as err:
-            raise ValueError(f"{path}: unreadable feature index json ({type(err).__name__}: {err})") from err
+            raise InputError(f"{path}: unreadable feature index json ({type(err).__name__}: {err})") from err
         if not isinstance(data, Mapping) or not all(isinstance(v, str) and v for v in data.values()):
-            raise ValueError(f"{path}: a feature index must be a json object {{video_id: subfolder-or-path}}")
+            raise InputError(f"{path}: a feature index must be a json object {{video_id: subfolder-or-path}}")
         return dict(data)
 
     def __len__(self) -> int:

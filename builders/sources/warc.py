@@ -18,8 +18,11 @@ with replacement; ``warc_filename`` relative to the input directory, or the file
 - ``warc_corrupt``: a record that cannot be parsed, a corrupt gzip member, or unparseable bytes after the last record
   (the rest of that file is skipped; the next file is read).
 
-A record whose payload is shorter than its ``Content-Length`` (the file ends inside it) or that carries a
-``WARC-Truncated`` header is kept with ``truncated=True`` and a :class:`Count` ``warc_truncated`` (parsed, flagged).
+A record whose payload is shorter than its ``Content-Length`` (the file ends inside it) is a ``warc_truncated`` drop
+(its HTML, JSON-LD included, may be cut anywhere); one that carries a ``WARC-Truncated`` header (the crawler cut the
+body and said so) is kept with ``truncated=True`` and a :class:`Count` ``warc_truncated`` (parsed, flagged). In a
+plain ``.warc``, a record whose ``Content-Length`` runs into the next record is ``warc_corrupt`` and reading resumes
+at the next record's header (after bad bytes too); in a ``.warc.gz`` each gzip member is one record.
 
 Reading is split in two so that a build can resume inside a long WARC file: :func:`list_warc_records` is a cheap
 listing (headers only; each record is read through to find its end but its payload is never kept) that yields the
@@ -37,7 +40,8 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -161,36 +165,86 @@ def _pointer(record: Any, rid: str, path: Path, warc_filename: str, offset: int,
             "length": length, "url": record.rec_headers.get_header("WARC-Target-URI") or ""}
 
 
+_NEXT_HEADER = re.compile(rb"\r?\nWARC/1\.[01]\r?\n")
+
+
+def _next_header(path: Path, start: int, stop: int | None = None) -> int | None:
+    """The offset of the first ``WARC/1.x`` header line that starts a record (a ``WARC-Type`` follows it) in the
+    bytes ``[start, stop)`` of a plain WARC file, or ``None``. Read in 1 MiB chunks (never the whole file)."""
+    with open(path, "rb") as f:
+        pos = start
+        f.seek(pos)
+        tail = b""
+        while stop is None or pos < stop:
+            chunk = f.read(1 << 20 if stop is None else min(1 << 20, stop - pos))
+            if not chunk:
+                return None
+            data = tail + chunk
+            base = pos - len(tail)
+            for m in _NEXT_HEADER.finditer(data):
+                at = base + m.end() - len(m.group(0).lstrip(b"\r\n"))
+                f2 = data[m.end():m.end() + 4096]
+                if b"\nWARC-Type:" in b"\n" + f2 or len(f2) < 4096 and _has_type_after(path, at):
+                    return at
+            tail = data[-16:]
+            pos += len(chunk)
+    return None
+
+
+def _has_type_after(path: Path, at: int) -> bool:
+    with open(path, "rb") as f:
+        f.seek(at)
+        return b"\nWARC-Type:" in f.read(4096)
+
+
 def _list_file(path: Path, warc_filename: str) -> Iterator[Row | Drop]:
     """The pointer rows / header drops of one WARC file, ``warc_corrupt`` for bad bytes (module docstring).
 
-    Each record is read to its end (decompressed for ``.warc.gz``) to learn where it ends, but never kept.
+    Each record is read to its end (decompressed for ``.warc.gz``) to learn where it ends, but never kept. In a plain
+    ``.warc`` a record whose ``Content-Length`` runs into the next record (a ``WARC/1.x`` header inside its bytes) is
+    ``warc_corrupt`` and listing resumes at that header, so the next page is never absorbed into the wrong one.
     """
+    pos = 0
+    while pos is not None:
+        pos = yield from _list_from(path, warc_filename, pos)
+
+
+def _list_from(path: Path, warc_filename: str, pos: int) -> Generator[Row | Drop, None, int | None]:
+    """List ``path`` from byte ``pos``; returns where to resume (a plain file's next record header) or ``None``."""
     record = None
-    end = 0  # end offset of the last record read: where a failing record starts
+    end = pos  # end offset of the last record read: where a failing record starts
     is_gz = False
     try:
         with open(path, "rb") as f:
             is_gz = f.read(2) == b"\x1f\x8b"
-            f.seek(0)
+            f.seek(pos)
             iterator = ArchiveIterator(f)
             for record in iterator:
                 skip = _classify(record)
                 iterator.read_to_end()  # raises on a corrupt member before anything of the record is yielded
-                offset, length = iterator.get_record_offset(), iterator.get_record_length()
-                end = offset + length
+                offset, length = iterator.get_record_offset(), iterator.get_record_length()  # absolute offsets
                 rid = _record_id(record, warc_filename, offset)
+                if not is_gz and (nxt := _next_header(path, offset + 8, offset + length)) is not None:
+                    yield Drop(rid, STAGE, WARC_CORRUPT,
+                               f"{warc_filename}: the record at offset {offset} (Content-Length "
+                               f"{record.rec_headers.get_header('Content-Length')}) runs into the next record at "
+                               f"offset {nxt}; record skipped, listing resumes there")
+                    return nxt
+                end = offset + length
                 yield (Drop(rid, STAGE, skip[0], skip[1]) if skip is not None
                        else _pointer(record, rid, path, warc_filename, offset, length))
                 record = None
     except Exception as err:  # noqa: BLE001 - warcio and zlib raise many kinds on bad bytes; one file never stops a build
-        detail = f"{warc_filename}: {_error_text(err)}; rest of the file skipped"
+        nxt = None if is_gz else _next_header(path, end + 8)
+        rest = f"resuming at the next record at offset {nxt}" if nxt is not None else "rest of the file skipped"
+        detail = f"{warc_filename}: {_error_text(err)}; {rest}"
         item_id = _record_id(record, warc_filename, end) if record is not None else f"{warc_filename}@{end}"
         yield Drop(item_id, STAGE, WARC_CORRUPT, detail)
-        return
+        return nxt
     if not _tail_is_clean(path, end, is_gz):
         yield Drop(f"{warc_filename}@{end}", STAGE, WARC_CORRUPT,
                    f"{warc_filename}: unparseable bytes after offset {end} (record cut inside its headers?)")
+    return None
 
 
 def list_warc_records(paths: str | Path | Iterable[str | Path],
@@ -231,11 +285,14 @@ def _record_items(record: Any, payload: bytes, unread: int, warc_filename: str, 
     if not media_type(http.get_header("Content-Type")) and not media_type(
             record.rec_headers.get_header("WARC-Identified-Payload-Type")) and not looks_like_html(payload):
         return [Drop(rid, STAGE, NOT_HTML, "no content type and the payload does not look like HTML")]
+    if unread > 0:  # the bytes are not there: a page cut anywhere (its JSON-LD too) is a named drop, not a recipe
+        return [Drop(rid, STAGE, WARC_TRUNCATED,
+                     f"{warc_filename}: {unread} bytes of the record's Content-Length are missing (the file ends "
+                     "inside it, or its Content-Length is too large)")]
     items: list[Row | Drop | Count] = []
-    flagged = unread > 0 or record.rec_headers.get_header("WARC-Truncated") is not None
-    if flagged:
-        why = f"{unread} bytes missing" if unread else "WARC-Truncated " + str(
-            record.rec_headers.get_header("WARC-Truncated"))
+    flagged = record.rec_headers.get_header("WARC-Truncated") is not None
+    if flagged:  # the crawler cut the HTTP body and said so (Common Crawl: 1 MiB): parsed, flagged, counted
+        why = "WARC-Truncated " + str(record.rec_headers.get_header("WARC-Truncated"))
         logger.debug("truncated WARC record %s in %s: %s", rid, warc_filename, why)
         items.append(Count(WARC_TRUNCATED))
     html, charset = decode_html(payload, http_charset(http.get_header("Content-Type")))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import InputError
 from ..core.records import Drop
 from .transcripts import is_valid_video_id
 
@@ -96,16 +97,16 @@ def read_youcook2_annotations(path: str | Path,
         raise FileNotFoundError(f"YouCook2 annotations not found: {src}")
     size = src.stat().st_size
     if size > max_bytes:
-        raise ValueError(f"{src}: {size} bytes exceeds the {max_bytes}-byte limit for YouCook2 annotations "
+        raise InputError(f"{src}: {size} bytes exceeds the {max_bytes}-byte limit for YouCook2 annotations "
                          "(youcookii_annotations_trainval.json is about 4 MB)")
     try:
         data = json.loads(src.read_bytes().decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise ValueError(f"{src}: not valid JSON: {err}") from None
+        raise InputError(f"{src}: not valid JSON: {' '.join(str(err).split())[:200]}") from None
     database = data.get("database") if isinstance(data, dict) else None
     has_database = isinstance(database, dict)
     if not has_database:
-        raise ValueError(f"{src}: expected {{\"database\": {{video_id: {{...}}}}}} "
+        raise InputError(f"{src}: expected {{\"database\": {{video_id: {{...}}}}}} "
                          "(youcookii_annotations_trainval.json)")
     videos: dict[str, YouCook2Video] = {}
     drops: list[Drop] = []

@@ -257,7 +257,9 @@ def test_runaway_quote_costs_one_record_and_reading_resumes(tmp_path):
     records = list(iter_csv_records(path, max_field_chars=10))
     assert records[0].value == ["a", "b"]
     assert (records[1].line_no, records[1].value) == (2, None) and "record over 80" in records[1].problem
-    assert [r.value for r in records[2:-1]] == [["xxxxxxxxxx"]] * 14  # lines 9..22 read as they are
+    assert "unterminated quoted field" in records[1].problem
+    # issue 14: only the line that opened the quote is given up; lines 3..22 are read again as they are
+    assert [(r.line_no, r.value) for r in records[2:-1]] == [(n, ["xxxxxxxxxx"]) for n in range(3, 23)]
     assert (records[-1].line_no, records[-1].value, records[-1].problem) == (23, ["2", "ok"], "")
 
 

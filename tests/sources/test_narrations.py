@@ -125,28 +125,33 @@ def test_htm_raw_whole_file_errors(tmp_path):
         NarrationReader("srt", ok, tmp_path / "work")
 
 
-def test_htm_raw_deeply_nested_file_is_refused_before_streaming(tmp_path):
-    deep = _write(tmp_path / "deep.json", '{"v1": ' + "[" * DEEP + "]" * DEEP + "}")
-    with pytest.raises(ValueError, match="nested deeper"):
-        NarrationReader("htm_raw", deep, tmp_path / "work")
-    assert not (tmp_path / "work" / "raw_captions" / tr.SPLIT_MARKER).exists()
+def test_htm_raw_deeply_nested_video_is_malformed_not_the_file(tmp_path):
+    """Issue 14: the split caps each video's depth while streaming: the deep video is ``malformed_transcript``."""
+    deep = _write(tmp_path / "deep.json", '{"v1": ' + "[" * DEEP + "]" * DEEP +
+                  ', "v2": {"text": ["a"], "start": [0], "end": [1]}}')
+    reader = NarrationReader("htm_raw", deep, tmp_path / "work")
+    assert "nested deeper" in _malformed(reader, "v1")
+    assert reader.read("v2").segments == [("a", 0.0, 1.0)]
 
 
 def test_htm_raw_garbage_json_keeps_what_was_read(tmp_path):
     garbage = _write(tmp_path / "g.json", '{"v1": {"text": ["a"], "start": [0], "end": [1]}, "v2": {"text": [tru')
     reader = NarrationReader("htm_raw", garbage, tmp_path / "work")
     assert reader.read("v1").segments == [("a", 0.0, 1.0)]
-    _missing(reader, "v2")
+    assert "invalid JSON" in _malformed(reader, "v2")  # issue 14: cut by the error, not "no transcript"
+    assert "not in the readable part" in _malformed(reader, "v3")
 
 
-def test_htm_raw_nan_literal_stops_the_streaming_split(tmp_path):
-    """ijson rejects the non-standard NaN literal: the split keeps the videos before it (transcripts.py behaviour,
-    logged as a JSON error); per-video files (whisperx, segments folders) accept NaN and the sentencifier drops it."""
+def test_htm_raw_nan_literal_is_a_nan_time_not_the_end_of_the_split(tmp_path):
+    """Issue 14: the non-standard NaN literal (Python's json.dumps writes it) is read as a NaN time, which the
+    sentencifier drops as ``bad_timestamp``; the videos after it are read."""
     src = _write(tmp_path / "nan.json", '{"v1": {"text": ["a"], "start": [0], "end": [1]}, '
-                                        '"v2": {"text": ["b"], "start": [NaN], "end": [1]}}')
+                                        '"v2": {"text": ["b"], "start": [NaN], "end": [1]}, '
+                                        '"v3": {"text": ["c"], "start": [0], "end": [Infinity]}}')
     reader = NarrationReader("htm_raw", src, tmp_path / "work")
     assert reader.read("v1").segments == [("a", 0.0, 1.0)]
-    _missing(reader, "v2")
+    assert math.isnan(reader.read("v2").segments[0][1])
+    assert reader.read("v3").segments[0][2] == math.inf
 
 
 def test_htm_raw_split_once_and_oversize_video(raw_file, tmp_path, monkeypatch):

@@ -24,6 +24,7 @@ from builders.sources.schema_org import (
     read_schema_recipes,
     recipe_rows,
     split_instruction_string,
+    split_numbered_steps,
 )
 
 
@@ -165,6 +166,32 @@ def test_itemlist_and_single_section_object():
     assert rec.steps == [Step("Go.", "All", None)]
     assert flatten_instructions("Just one string.") == [Step("Just one string.")]
     assert flatten_instructions([["a"], 7, None, True]) == [Step("a"), Step("7")]
+
+
+def test_list_string_items_are_one_step_each_as_recipe_scrapers_reads_them():
+    """Issue 14: a string item of an instruction list is one step (raw newlines kept inside it); its HTML breaks
+    still split it. A whole-recipe string is split at lines, HTML breaks and glued sentence ends."""
+    value = ["For the sauce Mix well. Set aside.\nFor the pasta Boil it.", "Layer.<br>Bake.", "Serve."]
+    assert [s.text for s in flatten_instructions(value)] == [
+        "For the sauce Mix well. Set aside. For the pasta Boil it.", "Layer.", "Bake.", "Serve."]
+    whole = "Preheat the oven (200C).Grease a tin.Put in the wedges.\nServe with 1 tsp.of salt and U.S.Style peas."
+    assert [s.text for s in flatten_instructions(whole)] == [
+        "Preheat the oven (200C).", "Grease a tin.", "Put in the wedges.", "Serve with 1 tsp.of salt and U.S.Style peas."]
+    # a list item keeps its glued sentences (recipe-scrapers' one item per list element)
+    assert [s.text for s in flatten_instructions(["Stir.Then rest."])] == ["Stir.Then rest."]
+
+
+def test_numbered_steps_run_together_are_split():
+    """Issue 14: one HowToStep holding "1. ... 2. ... 3. ..." is three steps (markers removed, its name dropped);
+    a single number, decimals and numbers out of sequence never split."""
+    step = {"@type": "HowToStep", "name": "1. To make the dressing.",
+            "text": "1. To make the dressing. Combine all.2. Boil 1.5 l water. Drain. 3) Serve warm."}
+    assert flatten_instructions([step]) == [Step("To make the dressing. Combine all."),
+                                            Step("Boil 1.5 l water. Drain."), Step("Serve warm.")]
+    assert split_numbered_steps("1. Mix the flour.") == ["1. Mix the flour."]
+    assert split_numbered_steps("Bake 2. Then 3. Cool.") == ["Bake 2. Then 3. Cool."]
+    assert split_numbered_steps("1. Mix 2 eggs. 3. Bake.") == ["1. Mix 2 eggs. 3. Bake."]  # 2 is not a marker here
+    assert [s.text for s in flatten_instructions("1. Mix.\n2. Bake.")] == ["1. Mix.", "2. Bake."]  # one per line
 
 
 # ------------------------------------------------------------------------------------------- records, merging, drops

@@ -150,9 +150,12 @@ def test_truncated_raw_caption_file_keeps_what_was_read(tmp_path, raw_caption_fi
     store = RawCaptionStore(tmp_path / "split")
     assert store.split_counts == counts
     assert len(store.get("CarTires_01").segments) == 24
-    with pytest.raises(TranscriptError) as err:
+    with pytest.raises(TranscriptError) as err:  # issue 14: the video cut by the error is malformed, not missing
         store.get("PotatoPc-01")
-    assert err.value.reason == "no_transcript"
+    assert err.value.reason == "malformed_transcript" and "invalid JSON" in err.value.detail
+    with pytest.raises(TranscriptError) as err:  # and so is any video absent from a file that could not be read whole
+        store.get("NeverListed")
+    assert err.value.reason == "malformed_transcript" and "not in the readable part" in err.value.detail
 
 
 def test_split_config_errors(tmp_path):

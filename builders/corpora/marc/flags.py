@@ -50,7 +50,27 @@ def resolve_inputs(cfg: MarcConfig) -> tuple[MarcConfig, bool]:
         for p in ([value] if isinstance(value, str) else list(value or [])):
             if not Path(p).exists():
                 raise FileNotFoundError(f"--{key.replace('_', '-')}: {p} does not exist")
+    check_inputs(cfg)
     return cfg, sample
+
+
+def check_inputs(cfg: MarcConfig) -> None:
+    """Whole-file checks before any work (spec §6 names per-item reasons; a file unusable as a whole is an
+    :class:`~builders.core.errors.InputError`, exit 2): ``--pages`` is a directory, ``--videos`` a file, each
+    ``raw_caption.json`` a JSON object, the YouCook2 annotations a ``{"database": {...}}`` object."""
+    from ...core.errors import InputError
+    from ...sources import transcripts
+    from ...sources.youcook2 import read_youcook2_annotations
+
+    if cfg.pages and not Path(cfg.pages).is_dir():
+        raise InputError(f"--pages: {cfg.pages} is not a directory of <key>.html / <key>.html.gz pages")
+    if cfg.videos and not Path(cfg.videos).is_file():
+        raise InputError(f"--videos: {cfg.videos} is not a file (video_candidates.jsonl)")
+    for key in ("transcripts", "youcook2_transcripts"):
+        if getattr(cfg, key):
+            transcripts.check_raw_caption_file(getattr(cfg, key))
+    if cfg.youcook2:
+        read_youcook2_annotations(cfg.youcook2)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

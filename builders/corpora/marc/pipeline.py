@@ -60,8 +60,8 @@ class RecipePagesSource(Source):
         from ...sources.warc import find_warc_files
 
         paths = [p for p, _ in find_warc_files(self.cfg.warc)] if self.cfg.warc else []
-        if self.cfg.pages:
-            paths += [p for _, p in list_pages(self.cfg.pages)]
+        if self.cfg.pages:  # a listed entry that is no file (a directory, a dangling link) is a drop, not an input
+            paths += [p for _, p in list_pages(self.cfg.pages) if p.is_file()]
         return paths
 
     def read(self) -> Iterator[Row | Drop | Count]:

@@ -44,7 +44,25 @@ def resolve_inputs(cfg: SieveSwapConfig) -> tuple[SieveSwapConfig, bool]:
         for p in ([paths] if isinstance(paths, str) else list(paths or [])):
             if not Path(p).exists():
                 raise FileNotFoundError(f"--{key}: {p} does not exist")
+    check_inputs(cfg)
     return cfg, sample
+
+
+def check_inputs(cfg: SieveSwapConfig) -> None:
+    """Whole-file checks before any work (spec §6 names per-row reasons; a file that is unusable as a whole is an
+    :class:`~builders.core.errors.InputError`, exit 2): headers of the CSV inputs, the shape of ``raw_caption.json``
+    and of every exclusion list. Cheap: headers, the first JSON entry, and the (small) exclusion lists."""
+    from ...sources import exclusions, howto100m, recipenlg, transcripts
+
+    howto100m.read_metadata(cfg.videos)                      # header / video_id column (a lazy reader: no rows read)
+    if cfg.titles and not howto100m.is_jsonl(cfg.titles):
+        howto100m._titles_csv_columns(Path(cfg.titles))
+    if cfg.durations:
+        howto100m.read_csv_header(cfg.durations)
+    transcripts.check_raw_caption_file(cfg.transcripts)
+    recipenlg.read_recipenlg(cfg.recipes)                    # the RecipeNLG header (lazy: no rows read)
+    if cfg.exclude:
+        exclusions.read_exclusion_ids(cfg.exclude)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
