@@ -25,11 +25,12 @@ java:
 install-test: install
 	$(PIP) install -e ".[cpu,ray,test]"
 
-# install and build the bundled samples into ./sieve_swap, ./marc and ./howtostep
+# install and build the bundled samples into ./sieve_swap, ./marc, ./howtostep and ./showhowto
 sample: install
 	$(PYTHON) -m builders.build sieve_swap
 	$(PYTHON) -m builders.build marc
 	$(PYTHON) -m builders.build howtostep
+	$(PYTHON) -m builders.build showhowto
 
 # install the test dependencies and run the whole test suite, then the Hub contract suite in its own process
 # (the fake Hub of tests/hub_contract: HF_ENDPOINT and friends are read when huggingface_hub is imported)

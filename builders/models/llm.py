@@ -49,6 +49,8 @@ class LLMRequest:
     stage: str | None = None
     max_tokens: int | None = None
     json_schema: dict | None = None
+    stop: tuple[str, ...] = ()        # stop strings: generation ends after the first one (finish_reason "stop")
+    guided_regex: str | None = None   # SmolLM2: greedy decoding constrained to prefixes of this regex (toolkit)
 
     @property
     def location(self) -> str:
@@ -198,40 +200,93 @@ class SmolLM2Backend:
 
         tok, model = self._load()
         s = self.settings
-        if any(r.json_schema for r in requests):
-            raise ValueError("llm=smollm2 has no constrained decoding: json_schema needs llm=vllm")
+        if any(r.json_schema and not r.guided_regex for r in requests):
+            raise ValueError("llm=smollm2 cannot decode under a JSON schema: give the request a guided_regex")
         results: dict[int, LLMResult] = {}
-        todo: list[tuple[int, int, list[int]]] = []
+        todo: list[tuple[tuple[int, tuple[str, ...]], int, list[int]]] = []
         for i, req in enumerate(requests):
             ids = self._prompt_ids(req.messages)
             cap = req.max_tokens or s.max_tokens
             if len(ids) > s.n_ctx - cap:
                 results[i] = LLMResult(req.request_id, None, f"llm_error: prompt of {len(ids)} tokens exceeds "
                                                              f"n_ctx {s.n_ctx} - max_tokens {cap}")
+            elif req.guided_regex:
+                results[i] = self._generate_guided(req, ids, cap)
             else:
-                todo.append((cap, i, ids))
+                todo.append(((cap, tuple(req.stop)), i, ids))
         todo.sort(key=lambda item: (item[0], len(item[2])))  # fewer pad tokens; outputs do not depend on the order
         sampling = {"do_sample": False} if s.temperature <= 0 else {"do_sample": True, "temperature": s.temperature}
         eos = _eos_ids(tok, model)
         size = max(1, s.batch_size)
-        groups: dict[int, list[tuple[int, list[int]]]] = {}
-        for cap, i, ids in todo:
-            groups.setdefault(cap, []).append((i, ids))
-        for cap, items in groups.items():
+        groups: dict[tuple[int, tuple[str, ...]], list[tuple[int, list[int]]]] = {}
+        for key, i, ids in todo:
+            groups.setdefault(key, []).append((i, ids))
+        for (cap, stop), items in groups.items():
+            extra = {"stop_strings": list(stop), "tokenizer": tok} if stop else {}
             for b in range(0, len(items), size):
                 batch = items[b:b + size]
                 enc = tok.pad({"input_ids": [ids for _, ids in batch]}, padding=True, return_tensors="pt")
                 enc = {k: v.to(s.device) for k, v in enc.items()}
                 torch.manual_seed(s.seed)
                 with torch.inference_mode():
-                    out = model.generate(**enc, max_new_tokens=cap, pad_token_id=tok.pad_token_id, **sampling)
+                    out = model.generate(**enc, max_new_tokens=cap, pad_token_id=tok.pad_token_id, **sampling,
+                                         **extra)
                 new = out[:, enc["input_ids"].shape[1]:]
                 texts = tok.batch_decode(new, skip_special_tokens=True)
                 for row, ((i, _), text) in enumerate(zip(batch, texts)):
                     ended = bool(eos) and any(int(t) in eos for t in new[row].tolist())
-                    reason = "stop" if ended or new.shape[1] < cap else "length"
-                    results[i] = LLMResult(requests[i].request_id, text, finish_reason=reason)
+                    cut = _cut_at_stop(text, stop)
+                    reason = "stop" if ended or cut is not None or new.shape[1] < cap else "length"
+                    results[i] = LLMResult(requests[i].request_id, text if cut is None else cut, finish_reason=reason)
         return [results[i] for i in range(len(requests))]
+
+
+    #: candidates tried per step of guided decoding (highest logits first)
+    GUIDED_TOP_K = 256
+
+    def _generate_guided(self, req: LLMRequest, ids: list[int], cap: int) -> LLMResult:
+        """Greedy decoding where each new token is the most likely one that keeps the output a prefix of
+        ``req.guided_regex`` (``regex`` partial matching; one request at a time, with the KV cache). Generation ends
+        when the output matches the whole pattern (``finish_reason="stop"``) or at ``cap`` tokens (``"length"``).
+        A CPU counterpart of vLLM's structured outputs (showhowto.md §5 ``constrained_json``; toolkit addition)."""
+        import regex
+        import torch
+
+        tok, model = self._load()
+        pattern = regex.compile(req.guided_regex, regex.DOTALL)
+        eos = _eos_ids(tok, model)
+        out: list[int] = []
+        text = ""
+        past = None
+        step_ids = torch.tensor([ids], device=self.settings.device)
+        torch.manual_seed(self.settings.seed)
+        with torch.inference_mode():
+            for _ in range(cap):
+                o = model(input_ids=step_ids, past_key_values=past, use_cache=True)
+                past = o.past_key_values
+                order = torch.argsort(o.logits[0, -1], descending=True)[: self.GUIDED_TOP_K].tolist()
+                chosen = None
+                for t in order:
+                    if t in eos:
+                        continue
+                    candidate = tok.decode(out + [t], skip_special_tokens=True)
+                    if pattern.fullmatch(candidate, partial=True):
+                        chosen, text = t, candidate
+                        break
+                if chosen is None:
+                    return LLMResult(req.request_id, None, f"llm_error: no token among the {self.GUIDED_TOP_K} most "
+                                                           f"likely continues the guided pattern after {len(out)} tokens")
+                out.append(chosen)
+                if pattern.fullmatch(text):
+                    return LLMResult(req.request_id, text, finish_reason="stop")
+                step_ids = torch.tensor([[chosen]], device=self.settings.device)
+        return LLMResult(req.request_id, text, finish_reason="length")
+
+
+def _cut_at_stop(text: str, stop: tuple[str, ...]) -> str | None:
+    """The text before the first stop string (vLLM's convention: the stop string is not returned), None if absent."""
+    hits = [text.find(s_) for s_ in stop if s_ and s_ in text]
+    return text[:min(hits)] if hits else None
 
 
 def _eos_ids(tok: Any, model: Any) -> set[int]:
@@ -319,6 +374,8 @@ class VLLMBackend:
             from vllm.sampling_params import StructuredOutputsParams
 
             extra["structured_outputs"] = StructuredOutputsParams(json=request.json_schema)
+        if request.stop:
+            extra["stop"] = list(request.stop)
         return vllm.SamplingParams(temperature=s.temperature, max_tokens=request.max_tokens or s.max_tokens,
                                    seed=s.seed, **extra)
 
@@ -505,6 +562,10 @@ def _request_key_extra(r: LLMRequest, located: bool) -> dict[str, Any]:
         extra["max_tokens"] = int(r.max_tokens)
     if r.json_schema:
         extra["json_schema"] = r.json_schema
+    if r.stop:
+        extra["stop"] = list(r.stop)
+    if r.guided_regex:
+        extra["guided_regex"] = r.guided_regex
     return extra
 
 

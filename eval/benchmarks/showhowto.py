@@ -17,7 +17,6 @@ Parquet / JSONL rows carry ``sequence_id``, ``task`` (may be null or empty), ``t
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.benchmarks.common import MAX_INPUT_BYTES
+from eval.benchmarks.common import MAX_INPUT_BYTES, parse_json_text
 from eval.registry import EvalError, Warnings
 
 __all__ = [
@@ -206,10 +205,7 @@ def _read_jsonl(path: Path) -> GroundTruth:
         if not line.strip():
             continue
         where = f"ground-truth file {path}, line {lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EvalError(f"{where}: not valid JSON: {exc}") from None
+        row = parse_json_text(line, where)
         if not isinstance(row, dict) or "sequence_id" not in row or "steps" not in row:
             raise EvalError(f"{where}: expected an object with 'sequence_id' and 'steps'")
         seqs.append(_sequence(row["sequence_id"], row["steps"], row.get("task"), where))
@@ -219,10 +215,7 @@ def _read_jsonl(path: Path) -> GroundTruth:
 
 
 def _read_prompts_json(path: Path) -> GroundTruth:
-    try:
-        data = json.loads(_text_file(path, "ground-truth"))
-    except json.JSONDecodeError as exc:
-        raise EvalError(f"ground-truth file {path} is not valid JSON: {exc}") from None
+    data = parse_json_text(_text_file(path, "ground-truth"), f"ground-truth file {path}")
     if isinstance(data, list):  # a JSON array of sequence records, as in the JSONL layout
         seqs = []
         for k, row in enumerate(data):

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from eval.benchmarks.common import load_json
 from eval.benchmarks.showhowto import (
     GroundTruth,
     PrecomputedEmbeddings,
@@ -231,7 +232,6 @@ class DinoEncoder:
     ``preprocessor_config.json`` (default: shorter side 256 bicubic, centre crop 224, ImageNet mean/std)."""
 
     def __init__(self, path: str, device: str, batch_size: int) -> None:
-        import json
 
         p = Path(path)
         if not (p.is_dir() and (p / "config.json").is_file()):
@@ -252,7 +252,7 @@ class DinoEncoder:
         self.model_id = f"transformers {mtype} {p.name}"
         cfg: dict[str, Any] = {}
         if (p / "preprocessor_config.json").is_file():
-            cfg = json.loads((p / "preprocessor_config.json").read_text(encoding="utf-8"))
+            cfg = load_json(p / "preprocessor_config.json", "DINOv2 preprocessor config")
         size = cfg.get("size", {})
         crop = cfg.get("crop_size", {})
         self.resize = int(size.get("shortest_edge", DINO_RESIZE) if isinstance(size, dict) else size)

@@ -384,3 +384,20 @@ def test_smollm2_budget_counts_and_too_long_prompt(smollm2):
     assert info["gguf"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and info["runtime"] == "transformers"
     assert smollm2.decoding() == {"temperature": 0.0, "max_tokens": 12, "seed": 0, "n_ctx": 2048, "dtype": "float32",
                                   "runtime": "transformers"}
+
+
+def test_smollm2_guided_decoding_stays_inside_the_pattern(smollm2):
+    """Regex-guided greedy decoding (the CPU ``constrained_json`` of showhowto.md §5): every output is a prefix of
+    the pattern, a complete match ends with ``finish_reason="stop"``, and it is deterministic."""
+    import regex
+
+    pattern = r"(Yes|No)\n"
+    [r] = smollm2.generate([LLMRequest("g", "v", 0, "p", [{"role": "user", "content": "Is water wet? Answer Yes or "
+                                                                                     "No."}], guided_regex=pattern)])
+    assert r.error is None and r.text in ("Yes\n", "No\n") and r.finish_reason == "stop"
+    long = r"\[(\d{1,2}, ){3,40}\d{1,2}\]"
+    [a] = smollm2.generate([LLMRequest("h", "v", 0, "p", [{"role": "user", "content": "List numbers."}],
+                                       guided_regex=long)])
+    assert a.finish_reason == "length" and regex.fullmatch(long, a.text, partial=True)  # 12 tokens: a prefix
+    assert smollm2.generate([LLMRequest("h", "v", 0, "p", [{"role": "user", "content": "List numbers."}],
+                                        guided_regex=long)])[0].text == a.text

@@ -17,5 +17,13 @@ from .release import NAME, release
 Config = ShowHowToConfig
 DEFAULT_SHARD_SIZE = 4
 
-__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
-           "pipelines", "release"]
+__all__ = [
+           "DEFAULT_SHARD_SIZE",
+           "NAME",
+           "Config",
+           "add_arguments",
+           "overrides_from_args",
+           "pipelines",
+           "release",
+           "resolve_inputs",
+]

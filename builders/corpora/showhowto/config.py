@@ -58,8 +58,11 @@ class ShowHowToConfig:
     keysteps_max_tokens: int = 1536        # spec §5: max_new_tokens default 1536
     filter_prompt_template: str | None = None    # a user's file replacing the packaged filter prompt
     prompt_template: str | None = None           # a user's file replacing the packaged key-step prompt
-    constrained_json: bool = False         # vLLM only: decode the key steps under the target JSON schema
+    constrained_json: bool = False         # decode the key steps under the target JSON shape (vLLM structured
+                                           # outputs; SmolLM2: regex-guided greedy decoding) [toolkit]
+    constrained_max_steps: int = 26        # at most this many steps under constrained_json (paper: 1-26 steps)
     on_ambiguous: str = "reject"           # spec §5: reject -> filter_ambiguous | accept
+    filter_mode: str = "apply"             # apply (paper) | record: answers kept and counted, no video dropped
     gate_before_filter: bool = False       # spec §3: the length gate after the filter unless this is set
     max_duration: float = 600.0            # spec §3: "videos under 10 minutes" [paper]
     min_steps: int = 2                     # spec §5: 2 (the paper kept 1-step sequences: --set min_steps=1)
@@ -84,14 +87,15 @@ class ShowHowToConfig:
 
     def validate(self) -> None:
         checks = [("preset", PRESETS), ("asr", ("faster-whisper", "whisperx")), ("llm", ("smollm2", "vllm", "replay")),
-                  ("aligner", ALIGNERS), ("on_ambiguous", ("reject", "accept")), ("clip_backend", ("hf", "open_clip"))]
+                  ("aligner", ALIGNERS), ("on_ambiguous", ("reject", "accept")),
+                  ("filter_mode", ("apply", "record")), ("clip_backend", ("hf", "open_clip"))]
         for key, allowed in checks:
             if getattr(self, key) not in allowed:
                 raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
         if self.llm_prompt_format not in (None, "chat", "raw"):
             raise ConfigError(f"llm_prompt_format must be chat or raw, got {self.llm_prompt_format!r}")
         for key in ("fps", "min_steps", "filter_max_tokens", "keysteps_max_tokens", "llm_batch_size", "test_tasks",
-                    "min_task_seqs", "test_size", "vision_batch_size", "llm_n_ctx", "llm_max_model_len"):
+                    "min_task_seqs", "test_size", "vision_batch_size", "llm_n_ctx", "llm_max_model_len", "constrained_max_steps"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1")
         if self.epsilon < 0 or self.range_tolerance < 0 or self.max_duration <= 0:
@@ -100,9 +104,6 @@ class ShowHowToConfig:
             raise ConfigError("jpeg_quality must lie in 1..100 and image_max_side be >= 16")
         if self.limit is not None and self.limit < 1:
             raise ConfigError("limit must be >= 1")
-        if self.constrained_json and self.llm != "vllm":
-            raise ConfigError("constrained_json=true needs llm=vllm (vLLM structured outputs); the parser is the "
-                              "same for every backend")
         if self.aligner == "clip" and not self.clip_model_path:
             raise ConfigError("aligner=clip needs --set clip_model_path=PATH (a local CLIP / DFN5B-CLIP checkpoint; "
                               "nothing is downloaded), or aligner=middle")

@@ -16,12 +16,17 @@ log = logging.getLogger(__name__)
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "samples" / "showhowto"
 SAMPLE_INPUTS = {"manifest": SAMPLE_DIR / "manifest.csv", "videos": SAMPLE_DIR / "HowTo100M_v1.csv",
                  "tasks": SAMPLE_DIR / "task_ids.csv"}
-#: recorded answers covering every reason code of spec §10 (tests: ``--set llm=replay llm_replay=<this>``)
+#: every row, and recorded answers covering every reason code of spec §10 (tests: ``--manifest <that> --set
+#: llm=replay --set llm_replay=<this>``)
+SAMPLE_ALL_ROWS = SAMPLE_DIR / "manifest_reasons.csv"
 SAMPLE_REPLAY = SAMPLE_DIR / "llm_outputs.jsonl"
-#: the bundled sample's caps (spec defaults in brackets): SmolLM2-135M on 2 cores makes ~20-40 tokens/s, and the
-#: sample's 12 videos must build in under 3 minutes; its split takes 2 of its 4 tasks [200], one sequence each
-#: [3,964], from tasks with >= 1 sequence [20]
-SAMPLE_SETTINGS = {"filter_max_tokens": 24, "keysteps_max_tokens": 200, "test_tasks": 2, "test_size": 2,
+#: the bundled sample's settings (spec defaults in brackets). SmolLM2-135M answers "No" to nearly every filter question
+#: and, free, writes steps until its token cap (every answer ``llm_truncated``): the sample records the filter's answers
+#: without applying them [apply] and decodes the key steps under the JSON shape with at most 4 steps [off; 26], capped
+#: at 24 and 240 new tokens [64, 1536], so it builds in about 3 minutes on 2 cores. Its split takes 2 tasks [200], one
+#: sequence each [3,964], from tasks with >= 1 sequence [20].
+SAMPLE_SETTINGS = {"filter_max_tokens": 24, "keysteps_max_tokens": 240, "constrained_json": True,
+                   "constrained_max_steps": 4, "filter_mode": "record", "test_tasks": 2, "test_size": 2,
                    "min_task_seqs": 1}
 INPUT_KEYS = ("manifest", "videos", "tasks", "test_list")
 PATH_KEYS = (*INPUT_KEYS, "llm_replay", "prompt_template", "filter_prompt_template")

@@ -17,6 +17,10 @@ from ...core.step import CacheDirStep, Step, gpus_for_device
 
 #: bump when a request (messages, decoding) or its post-processing changes: part of the request-cache key
 LLM_CODE_VERSION = "1"
+#: [toolkit] stop strings for raw (completion) prompts, where the model would otherwise go on writing the next
+#: few-shot example: the filter ends before a new example or query block; the key steps at the closing fence (the
+#: prompt opened it). Chat prompts get none (a chat answer may open its own fence; the parser handles it, spec §5).
+RAW_STOP = {"filter": ("\nExample", "\nNow the video", "\nTitle:"), "keysteps": ("```",)}
 
 
 def llm_settings(cfg: Any):
@@ -49,13 +53,15 @@ class _LLMStage(CacheDirStep):
             self.cache.close()
 
     def _generate(self, rows: list[Row], prompt: Any, render: Any, max_tokens: int, out: Out,
-                  schema: dict | None = None) -> dict[str, Any]:
+                  schema: dict | None = None, regex: str | None = None) -> dict[str, Any]:
         from ...models.llm import LLMRequest, generate_cached
 
         requests = [LLMRequest(request_id=f"{r['video_id']}/{self.stage}", video_id=r["video_id"], chunk_index=0,
                                prompt_id=f"{prompt.id}@{prompt.version}", messages=render(prompt, r["title"],
                                                                                           r["segments"]),
-                               stage=self.stage, max_tokens=max_tokens, json_schema=schema) for r in rows]
+                               stage=self.stage, max_tokens=max_tokens, json_schema=schema, guided_regex=regex,
+                               stop=RAW_STOP[self.stage] if self.cfg.prompt_format == "raw" and not regex else ())
+                    for r in rows]
         results, counters = generate_cached(self.backend, requests, self.cache, LLM_CODE_VERSION)
         for k, v in counters.items():
             out.count(k, v)
@@ -64,13 +70,18 @@ class _LLMStage(CacheDirStep):
 
 class LLMFilter(_LLMStage):
     """Spec §5 filter: the prompt, then the Yes/No parser; ``No`` -> ``filtered_non_instructional``, unparseable
-    -> ``filter_ambiguous`` (kept with ``on_ambiguous=accept``). The explanation line is kept."""
+    -> ``filter_ambiguous`` (kept with ``on_ambiguous=accept``). The explanation line is kept.
+
+    ``filter_mode=record`` [toolkit] runs the prompt and keeps every answer (counted: ``filter_yes``/``_no``/
+    ``_ambiguous``, ``filter_not_applied``) without dropping a video: for inputs already known to be instructional,
+    and for the CPU sample, whose 135M model answers No to nearly everything (spec §9: its answers are unreliable)."""
 
     name = "llm_filter"
     version = "1"
     stage = "filter"
     config_keys = ("llm", "llm_model_path", "llm_replay", "llm_prompt_format", "llm_temperature", "llm_n_ctx",
-                   "llm_max_model_len", "filter_max_tokens", "filter_prompt_template", "on_ambiguous", "seed")
+                   "llm_max_model_len", "filter_max_tokens", "filter_prompt_template", "on_ambiguous", "filter_mode",
+                   "seed")
     input_keys = ("filter_prompt_template", "llm_replay")
 
     def setup(self, state: Any) -> None:
@@ -93,7 +104,10 @@ class LLMFilter(_LLMStage):
             out.count(f"filter_{answer}")
             row = {**r, "filter_answer": answer, "filter_explanation": explanation, "filter_raw": res.text,
                    "filter_prompt": f"{self.prompt.id}@{self.prompt.version}"}
-            if answer == "no":
+            if self.cfg.filter_mode == "record" and answer != "yes":
+                out.count("filter_not_applied")
+                out.keep(row)
+            elif answer == "no":
                 out.drop(vid, "filtered_non_instructional", explanation[:300])
             elif answer == "ambiguous" and self.cfg.on_ambiguous == "reject":
                 out.drop(vid, "filter_ambiguous", res.text.strip()[:300])
@@ -129,8 +143,8 @@ class LLMKeySteps(_LLMStage):
     version = "1"
     stage = "keysteps"
     config_keys = ("llm", "llm_model_path", "llm_replay", "llm_prompt_format", "llm_temperature", "llm_n_ctx",
-                   "llm_max_model_len", "keysteps_max_tokens", "prompt_template", "constrained_json", "min_steps",
-                   "range_tolerance", "seed")
+                   "llm_max_model_len", "keysteps_max_tokens", "prompt_template", "constrained_json",
+                   "constrained_max_steps", "min_steps", "range_tolerance", "seed")
     input_keys = ("prompt_template", "llm_replay")
 
     def setup(self, state: Any) -> None:
@@ -141,11 +155,12 @@ class LLMKeySteps(_LLMStage):
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...ops.keystep_parsing import parse_keysteps, validate_keysteps
-        from .prompts import KEYSTEPS_JSON_SCHEMA, keysteps_message
+        from .prompts import keysteps_message, keysteps_regex, keysteps_schema
 
         cfg = self.cfg
-        schema = KEYSTEPS_JSON_SCHEMA if cfg.constrained_json else None
-        results = self._generate(rows, self.prompt, keysteps_message, cfg.keysteps_max_tokens, out, schema)
+        schema = keysteps_schema(cfg.constrained_max_steps) if cfg.constrained_json else None
+        regex = keysteps_regex(cfg.constrained_max_steps) if cfg.constrained_json and cfg.llm == "smollm2" else None
+        results = self._generate(rows, self.prompt, keysteps_message, cfg.keysteps_max_tokens, out, schema, regex)
         for r in rows:
             vid, res = r["video_id"], results[r["video_id"]]
             if res.error is not None or res.text is None:

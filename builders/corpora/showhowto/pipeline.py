@@ -9,7 +9,7 @@ the short videos). Every step is cached per shard and every model request one by
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ...core.records import Count, Drop, Row
 from ...core.step import Pipeline, Source, Step

@@ -16,10 +16,11 @@ request-cache key and the card.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ...ops.keystep_parsing import render_transcript_block, render_transcript_text
 
@@ -44,6 +45,31 @@ KEYSTEPS_JSON_SCHEMA: dict[str, Any] = {
     ],
     "items": False,
 }
+
+
+def keysteps_schema(max_steps: int = 26) -> dict[str, Any]:
+    """:data:`KEYSTEPS_JSON_SCHEMA` with at most ``max_steps`` steps (the paper's longest sequence has 26)."""
+    steps = dict(KEYSTEPS_JSON_SCHEMA["prefixItems"][1]["properties"]["steps"], maxItems=int(max_steps))
+    second = dict(KEYSTEPS_JSON_SCHEMA["prefixItems"][1], properties={"steps": steps})
+    return {**KEYSTEPS_JSON_SCHEMA, "prefixItems": [KEYSTEPS_JSON_SCHEMA["prefixItems"][0], second]}
+
+
+def keysteps_regex(max_steps: int = 26) -> str:
+    """The same shape as a regular expression (SmolLM2's guided decoding, ``builders.models.llm``): the two-element
+    list, 1..``max_steps`` steps, strings of at most 300 characters, numbers with at most 3 decimals, bounded
+    whitespace (so a model cannot loop on blanks)."""
+    ws = r"[ \n]{0,4}"
+    string = r'"(?:[^"\\\n]|\\.){1,300}"'
+    num = r"-?\d{1,5}(?:\.\d{1,3})?"
+
+    def key(name: str, value: str) -> str:
+        return f'{ws}"{name}"{ws}:{ws}{value}{ws}'
+
+    step = (r"\{" + key("step", r"\d{1,3}") + "," + key("instruction", string) + "," + key("start_timestamp", num)
+            + "," + key("end_timestamp", num) + r"\}")
+    steps = f"{ws}{step}(?:{ws},{ws}{step}){{0,{int(max_steps) - 1}}}{ws}"
+    return (ws + r"\[" + ws + r"\{" + key("WikiHow Title", string) + r"\}" + ws + "," + ws + r"\{" + ws
+            + r'"steps"' + ws + ":" + ws + r"\[" + steps + r"\]" + ws + r"\}" + ws + r"\]")
 
 
 @dataclass(frozen=True)

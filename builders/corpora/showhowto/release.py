@@ -95,15 +95,17 @@ def statistics(result: BuildResult, kept: list[dict[str, Any]], filtered: list[d
     steps_per = [len(r["steps"]) for r in kept]
     words = [len(s["instruction"].split()) for r in kept for s in r["steps"]]
     src = result.steps["read_manifest"]
-    answers = Counter(r["filter_answer"] for r in filtered)
-    judged = sum(result.steps["llm_filter"].dropped.values()) + result.steps["llm_filter"].kept \
-        if "llm_filter" in result.steps else 0
+    answers = Counter(r["filter_answer"] for r in filtered)  # the answers of the videos the filter kept
+    drops = result.drop_counts()
+    judged = (sum(result.steps["llm_filter"].dropped.get(k, 0) for k in ("filtered_non_instructional",
+                                                                          "filter_ambiguous"))
+              + result.steps["llm_filter"].kept) if "llm_filter" in result.steps else 0
     return {
-        "videos": {"in": src.kept + sum(src.dropped.values()), "kept": len(kept),
-                   "dropped": dict(sorted(result.drop_counts().items()))},
-        "filter": {"judged": judged, "yes": answers.get("yes", 0), "no": int(result.drop_counts().get(
-                   "filtered_non_instructional", 0)), "ambiguous": int(result.drop_counts().get("filter_ambiguous", 0))
-                   + answers.get("ambiguous", 0), "accepted_ambiguous": answers.get("ambiguous", 0)},
+        "videos": {"in": src.kept + sum(src.dropped.values()), "kept": len(kept), "dropped": dict(sorted(drops.items()))},
+        "filter": {"judged": judged, "yes": answers.get("yes", 0),
+                   "no": int(drops.get("filtered_non_instructional", 0)) + answers.get("no", 0),
+                   "ambiguous": int(drops.get("filter_ambiguous", 0)) + answers.get("ambiguous", 0),
+                   "accepted_ambiguous": answers.get("ambiguous", 0), "kept_despite_no": answers.get("no", 0)},
         "steps": {"total": len(words)},
         "steps_per_sequence": _summary(steps_per, 30),
         "share_2_to_16_steps": round(float(np.mean([2 <= n <= 16 for n in steps_per])), 4) if steps_per else None,
@@ -193,15 +195,22 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: ShowHowToConfi
         "models_table": md_table(["role", "setting", "value"],
                                  [[role, k, v] for role, d in m.items() for k, v in d.items()
                                   if not isinstance(v, (list, dict))]),
-        "aligner_banner": ("> **Keyframes of %d of %d sequences were chosen by the `middle` aligner** (the frame nearest "
+        "aligner_banner": (f"> **Keyframes of {middle} of {hs['videos']['kept']} sequences were chosen by the `middle` "
+                           "aligner** (the frame nearest "
                            "each step's midpoint, order kept; no CLIP weights were configured). The paper's Table 3 "
                            "shows this HowToStep-style selection trains a clearly weaker model (SF 0.39 vs 0.52). The "
                            "`aligner` column names the aligner of every row, and `score` is null for those rows.\n"
-                           % (middle, hs["videos"]["kept"]) if middle else ""),
+                           if middle else ""),
         "filter_prompt": m["prompts"]["filter"], "keysteps_prompt": m["prompts"]["keysteps"],
         "llm": m["llm"]["model_id"], "prompt_format": cfg.prompt_format, "aligner": m["aligner"]["aligner"],
         "aligner_model": m["aligner"]["model"], "epsilon": str(cfg.epsilon), "fps": str(cfg.fps),
         "min_steps": str(cfg.min_steps), "on_ambiguous": cfg.on_ambiguous,
+        "filter_mode_note": ("**In this build the filter's answers were recorded but not applied** (`filter_mode="
+                             f"record`: {hs['filter']['kept_despite_no']} videos answered No were kept)."
+                             if cfg.filter_mode == "record" else ""),
+        "constrained_note": (f"decoded under the target JSON shape with at most {cfg.constrained_max_steps} steps, "
+                             + ("vLLM structured outputs" if cfg.llm == "vllm" else "regex-guided greedy decoding")
+                             if cfg.constrained_json else "free decoding"),
         "split_method": hs["split"]["method"] + ("" if hs["split"].get("paper_like", True) else
                                                  " (no alignment scores: ranked by sequence id, not paper-like)"),
         "sequences": str(hs["videos"]["kept"]), "steps_mean": str(hs["steps_per_sequence"]["mean"]),

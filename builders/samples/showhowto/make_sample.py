@@ -1,6 +1,7 @@
 """Make the bundled ShowHowTo sample (``../shared/specs/showhowto.md`` §9-§10): generated test-pattern videos, project-
-written transcripts, the manifest, HowTo100M-style metadata, and ``llm_outputs.jsonl`` (recorded answers that make
-every LLM-dependent reason code of §10 appear under ``--set llm=replay``).
+written transcripts, two manifests (``manifest.csv``, the default sample SmolLM2 runs on, and ``manifest_reasons.csv``
+with every row), HowTo100M-style metadata, and ``llm_outputs.jsonl`` (recorded answers that make every LLM-dependent
+reason code of §10 appear: ``--manifest manifest_reasons.csv --set llm=replay``).
 
 Videos (PyAV, H.264 160x120, ``movflags=faststart``): ``scenes5`` / ``scenes6`` (one background colour and a moving
 square per step, 6 s each, sine-tone audio), two spoken procedures for the ASR path (espeak-ng, as the HowToStep
@@ -154,6 +155,11 @@ ROWS = [
     ("shwRoastVg1", "scenes5", "Easy Roasted Vegetables (again)", "shwRoastVg1"),   # duplicate_video_id
     ("bad id!", "scenes5", "An invalid id", "shwRoastVg1"),                          # invalid_video_id
 ]
+#: the default sample (the one SmolLM2 runs on, under 3 minutes on 2 cores): the five instructional videos, the long
+#: one, and every row that ends before the LLM; ``manifest_reasons.csv`` has all rows (with ``llm_outputs.jsonl``)
+DEFAULT_IDS = {"shwRoastVg1", "shwPancake1", "shwAsrTea01", "shwAsrEgg01", "shwShelf001", "shwLong0001",
+               "shwGerman01", "shwEmpty001", "shwBadJson1", "shwNoAudio1", "shwBroken01", "bad id!"}
+
 #: HowTo100M-style metadata: task per video (categories as HowTo100M's)
 META = {"shwRoastVg1": (101, "Food and Entertaining"), "shwPancake1": (102, "Food and Entertaining"),
         "shwAsrTea01": (103, "Food and Entertaining"), "shwAsrEgg01": (104, "Food and Entertaining"),
@@ -238,7 +244,7 @@ def write_video(path: Path, seconds: float, fps: int, scene_s: float | None, aud
                 scene_times: list[float] | None = None) -> None:
     import av
 
-    n = int(round(seconds * fps))
+    n = round(seconds * fps)
     with av.open(str(path), "w", options={"movflags": "faststart"}) as c:
         v = c.add_stream("libx264", rate=fps, options={"crf": "32", "preset": "veryslow", "threads": "1",
                                                         "g": str(fps * 2)})
@@ -314,11 +320,13 @@ def main() -> None:
     (trs / "shwBadJson1.json").write_text(BAD_JSON, encoding="utf-8")
     import csv
 
-    with (HERE / "manifest.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["video_id", "video_path", "title", "transcript_path"])
-        for vid, video, title, tr in ROWS:
-            w.writerow([vid, f"videos/{video}.mp4", title, f"transcripts/{tr}.json" if tr else ""])
+    for name, ids in (("manifest.csv", DEFAULT_IDS), ("manifest_reasons.csv", None)):
+        with (HERE / name).open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["video_id", "video_path", "title", "transcript_path"])
+            for vid, video, title, tr in ROWS:
+                if ids is None or vid in ids:
+                    w.writerow([vid, f"videos/{video}.mp4", title, f"transcripts/{tr}.json" if tr else ""])
     with (HERE / "HowTo100M_v1.csv").open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["video_id", "category_1", "category_2", "rank", "task_id"])

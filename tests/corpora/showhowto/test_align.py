@@ -1,0 +1,150 @@
+"""Stage 4 on generated videos (spec showhowto.md §6-§7, §9-§10): the 5-fps grid (ffmpeg ``fps=5`` semantics, checked
+against the ffmpeg command line when it is installed), truncated and unreadable files, the tiny-CLIP aligner path and
+the middle aligner through the real step, and image re-extraction."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from builders.core.records import Out
+from builders.corpora.showhowto.align import ExtractImages, KeyframeAlignment
+from builders.corpora.showhowto.config import ShowHowToConfig
+from builders.models import media
+
+from .conftest import make_video, tiny_clip
+
+STEPS = ["Cut the red paper.", "Glue the green card.", "Paint the blue box.", "Fold the yellow sheet."]
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory) -> Path:
+    return make_video(tmp_path_factory.mktemp("v") / "v.mp4", seconds=24.0)
+
+
+def row(path: Path, steps: list[tuple[str, float, float]], duration: float = 24.0) -> dict:
+    return {"video_id": "abcdefghijk", "video_path": str(path), "duration": duration,
+            "steps": [{"instruction": t, "start": s, "end": e} for t, s, e in steps]}
+
+
+def run(step, rows: list[dict]) -> Out:
+    out = Out(step.name)
+    step.setup(None)
+    step.process(rows, out)
+    step.teardown()
+    return out
+
+
+def test_grid_has_five_frames_per_second_and_ends_at_the_last_frame(video):
+    stats: dict[str, int] = {}
+    got = [(g, f) for g, f in media.iter_grid_frames(video, fps=5, wanted=lambda g: g % 40 == 0, stats=stats)]
+    assert [g for g, _ in got] == list(range(120)) and stats["frames"] == 120  # 24 s at 5 fps
+    assert [g for g, f in got if f is not None] == [0, 40, 80]
+    assert got[40][1].shape == (48, 64, 3)
+    # scene k (6 s) has its own colour: grid frame 40 (8.0 s) lies in scene 1 (green)
+    assert np.abs(got[40][1][2, 2].astype(int) - [40, 200, 60]).max() < 30
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg command line is not installed")
+def test_grid_frames_equal_the_upstream_ffmpeg_command(video, tmp_path):
+    """Spec §7: ``fps=5,select=gte(t\\,START_SEC),select=eq(n\\,FRAME_IDX)`` returns grid frame 5*start_sec+frame_idx."""
+    for start_sec, frame_idx in ((0, 7), (3, 18), (9, 40)):
+        out = tmp_path / f"{start_sec}_{frame_idx}.png"
+        subprocess.run(["ffmpeg", "-v", "error", "-i", str(video), "-vf",
+                        f"fps=5,select=gte(t\\,{start_sec}),select=eq(n\\,{frame_idx})", "-vframes", "1", str(out)],
+                       check=True)
+        from PIL import Image
+
+        ref = np.asarray(Image.open(out).convert("RGB")).astype(int)
+        g = 5 * start_sec + frame_idx
+        ours = next(f for k, f in media.iter_grid_frames(video, wanted=g.__eq__) if f is not None)
+        assert np.abs(ours.astype(int) - ref).mean() < 2.0
+
+
+def test_truncated_video_ends_its_grid_early_and_steps_beyond_it_are_out_of_range(video, tmp_path):
+    data = video.read_bytes()
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[: len(data) // 2])
+    assert media.probe(cut).duration == pytest.approx(24.0, abs=0.5)  # the header still promises 24 s
+    stats: dict[str, int] = {}
+    n = sum(1 for _ in media.iter_grid_frames(cut, stats=stats))
+    assert 0 < n == stats["frames"] < 120
+    cfg = ShowHowToConfig(aligner="middle")
+    out = run(KeyframeAlignment(cfg), [row(cut, [("a", 1.0, 4.0), ("b", 18.0, 23.0)])])
+    assert [d.reason for d in out.drops] == ["steps_out_of_range"] and "t_last" in out.drops[0].detail
+
+
+def test_unreadable_files_are_named_drops(tmp_path):
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(np.random.default_rng(1).integers(0, 256, 3000, np.uint8).tobytes())
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    cfg = ShowHowToConfig(aligner="middle")
+    out = run(KeyframeAlignment(cfg), [row(junk, [("a", 1, 2), ("b", 3, 4)]), row(empty, [("a", 1, 2), ("b", 3, 4)])])
+    assert [d.reason for d in out.drops] == ["video_unreadable", "video_unreadable"] and not out.rows
+    assert "empty file" in out.drops[1].detail
+
+
+def test_middle_aligner_picks_the_midpoint_frames_in_order(video):
+    cfg = ShowHowToConfig(aligner="middle")
+    out = run(KeyframeAlignment(cfg), [row(video, [("a", 2.0, 4.0), ("b", 10.0, 20.0), ("c", 10.0, 20.0)])])
+    [r] = out.rows
+    assert [s["frame"] for s in r["steps"]] == [15, 74, 75]  # 3.0 s; two equal intervals: 14.8 s and 15.0 s (§6)
+    assert [s["score"] for s in r["steps"]] == [None] * 3 and r["aligner"] == "middle" and r["mean_score"] is None
+    assert [(s["start_sec"], s["frame_idx"]) for s in r["steps"]] == [(0, 15), (0, 74), (0, 75)]
+    assert r["t_last"] == pytest.approx(119 / 5)
+
+
+def test_alignment_infeasible_when_steps_outnumber_the_frames(tmp_path):
+    short = make_video(tmp_path / "short.mp4", seconds=1.0, scene_s=1.0)
+    cfg = ShowHowToConfig(aligner="middle")
+    out = run(KeyframeAlignment(cfg), [row(short, [(f"s{i}", 0.0, 1.0) for i in range(6)], duration=1.0)])
+    assert [d.reason for d in out.drops] == ["alignment_infeasible"]
+
+
+def test_tiny_clip_aligner_embeds_only_window_frames_and_keeps_the_order(video, tmp_path):
+    """Spec §9: the CLIP path with a tiny random-init model: shapes, the DP call, finite scores, frames in order and
+    inside their windows, and only frames inside some window are embedded."""
+    folder = tiny_clip(tmp_path / "clip", STEPS)
+    cfg = ShowHowToConfig(aligner="clip", clip_model_path=str(folder), epsilon=2.0, vision_batch_size=16)
+    step = KeyframeAlignment(cfg)
+    step.setup(None)
+    calls: list[int] = []
+    encode = step.encoder.encode_images
+    step.encoder.encode_images = lambda px: (calls.append(len(px)), encode(px))[1]
+    out = Out(step.name)
+    spans = [(STEPS[0], 0.5, 2.0), (STEPS[1], 8.0, 9.0), (STEPS[2], 14.0, 15.0), (STEPS[3], 20.0, 21.0)]
+    step.process([row(video, spans)], out)
+    [r] = out.rows
+    frames = [s["frame"] for s in r["steps"]]
+    assert frames == sorted(frames) and len(set(frames)) == 4
+    for (_, s, e), st in zip(spans, r["steps"]):
+        assert max(0.0, s - 2.0) - 1e-6 <= st["frame_time"] <= min(r["t_last"], e + 2.0) + 1e-6
+        assert np.isfinite(st["score"]) and -1.0 <= st["score"] <= 1.0
+    assert r["aligner"] == "clip" and r["mean_score"] == pytest.approx(np.mean([s["score"] for s in r["steps"]]))
+    union = {g for _, s, e in spans for g in range(120) if max(0.0, s - 2.0) - 1e-6 <= g / 5 <= e + 2.0 + 1e-6}
+    assert sum(calls) == len(union) < 120 and max(calls) <= 16  # only window frames, in batches
+
+
+def test_images_are_the_aligned_grid_frames(video, tmp_path):
+    cfg = ShowHowToConfig(aligner="middle", with_images=True, image_max_side=32)
+    aligned = run(KeyframeAlignment(cfg), [row(video, [("a", 2.0, 4.0), ("b", 10.0, 14.0)])]).rows
+    out = run(ExtractImages(cfg), aligned)
+    [r] = out.rows
+    from io import BytesIO
+
+    from PIL import Image
+
+    imgs = [np.asarray(Image.open(BytesIO(b)).convert("RGB")) for b in r["images"]]
+    assert [im.shape for im in imgs] == [(24, 32, 3)] * 2  # 64x48 capped at 32 on the longer side
+    assert np.abs(imgs[1][4, 4].astype(int) - [40, 60, 220]).max() < 40  # 12.0 s: scene 2, blue
+    broken = dict(r, video_path=str(tmp_path / "gone.mp4"))
+    out = run(ExtractImages(cfg), [broken])
+    assert out.rows[0]["images"] is None and out.counters["frame_extraction_failed"] == 1 and not out.drops
+    off = run(ExtractImages(dataclasses.replace(cfg, with_images=False)), aligned)
+    assert "images" not in off.rows[0]
