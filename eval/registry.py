@@ -8,9 +8,11 @@ of that package, so a new protocol never edits a dispatch chain.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import math
 import pkgutil
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -155,6 +157,8 @@ class Protocol:
     multi_gt: bool = False
     #: the metric keys shown as the columns of the readable table, in order (default: every scalar metric)
     table_keys: tuple[str, ...] = ()
+    #: set when the protocol's module could not be imported (a missing package): the reason shown to the user
+    unavailable: str | None = None
 
     def defaults(self) -> dict[str, Any]:
         return {v.name: v.default for v in self.variants}
@@ -187,15 +191,62 @@ def register(protocol: Protocol) -> Protocol:
     return protocol
 
 
+def _declared_names(path: str | None) -> list[str]:
+    """The ``name="..."`` of every ``Protocol(...)`` call in a module's source, read without importing it."""
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Protocol":
+            for kw in node.keywords:
+                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    names.append(kw.value.value)
+    return names
+
+
+def _unavailable_evaluate(reason: str) -> Callable[[EvalInputs], EvalResult]:
+    def evaluate(inputs: EvalInputs) -> EvalResult:
+        raise EvalError(reason)
+
+    return evaluate
+
+
+def _mark_unavailable(module: str, path: str | None, exc: ImportError, before: set[str]) -> None:
+    """Register a stand-in for every protocol of a module that failed to import: it names the missing package and
+    fails with an :class:`EvalError` (exit 2), while the other protocols keep working (issue 14)."""
+    missing = getattr(exc, "name", None)
+    what = f"package {missing!r} is not installed" if missing else "an import failed"
+    names = list(dict.fromkeys(_declared_names(path) + [n for n in _REGISTRY if n not in before])) or [module]
+    for name in names:
+        reason = f"protocol {name!r} is unavailable: {what} ({type(exc).__name__}: {exc})"
+        _REGISTRY[name] = Protocol(name=name, summary=f"UNAVAILABLE: {what}", evaluate=_unavailable_evaluate(reason),
+                                   needs_pred=False, unavailable=reason)
+    sys.modules.pop(module, None)
+
+
 def _discover() -> None:
+    """Import every module of ``eval/protocols`` (each registers its protocols); a module that raises
+    :class:`ImportError` (a missing optional package) disables only its own protocols."""
     global _DISCOVERED
     if _DISCOVERED:
         return
     import eval.protocols as package
 
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{package.__name__}.{info.name}")
+        if info.name.startswith("_"):
+            continue
+        module = f"{package.__name__}.{info.name}"
+        before = set(_REGISTRY)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            spec = getattr(info.module_finder, "find_spec", lambda _name: None)(module)
+            _mark_unavailable(module, getattr(spec, "origin", None), exc, before)
     _DISCOVERED = True
 
 

@@ -42,6 +42,9 @@ def _build_parser(protocols: dict[str, Protocol]) -> argparse.ArgumentParser:
         for v in p.variants:
             choices = f" ({'|'.join(str(c) for c in v.choices)})" if v.choices else ""
             variant_lines.append(f"  {v.name}={v.default}{choices}: {v.help}")
+        if p.unavailable is not None:  # its module failed to import: listed, and main() explains before parsing
+            sub.add_parser(name, help=p.summary, description=p.unavailable)
+            continue
         sp = sub.add_parser(
             name,
             help=p.summary,
@@ -153,7 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot load the evaluation protocols: {exc}", file=sys.stderr)
         return 2
     parser = _build_parser(protocols)
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((w for w in words if not w.startswith("-")), None)
+    if chosen in protocols and protocols[chosen].unavailable is not None:  # whatever its other arguments
+        print(f"error: {protocols[chosen].unavailable}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(words)
     protocol = get(args.protocol)
     warnings = Warnings()
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,10 @@ CLOSERS = frozenset({")", "]", '"', "'"})
 _ALNUM = re.compile(r"[^\W_]")  # an alphanumeric character (letters or digits, any script)
 _N_COLUMNS = 10
 ALIGNMENT_HEADER = ("file1", "token1", "file2", "token2")
+
+
+#: ``on_bad_row(row, message)``: told about an alignment row that points outside its recipe (then skipped)
+BadRowHandler = Callable[["AlignmentRow", str], None]
 
 
 class AraFormatError(ValueError):
@@ -163,8 +167,12 @@ class AraCorpus:
                     out.append(key)
         return out
 
-    def gold(self) -> list[PairGold]:
-        """Gold of every aligned pair (:func:`pair_gold`), in :meth:`pairs` order."""
+    def gold(self, on_bad_row: BadRowHandler | None = None) -> list[PairGold]:
+        """Gold of every aligned pair (:func:`pair_gold`), in :meth:`pairs` order.
+
+        ``on_bad_row`` (see :func:`pair_gold`) skips alignment rows whose token lies outside its recipe instead of
+        raising; the upstream ARA release has such rows.
+        """
         by_pair: dict[tuple[str, str], list[AlignmentRow]] = {}
         for dish in sorted(self.alignments):
             for row in self.alignments[dish]:
@@ -174,7 +182,7 @@ class AraCorpus:
             if f1 not in self.recipes or f2 not in self.recipes:
                 missing = f1 if f1 not in self.recipes else f2
                 raise AraFormatError(f"alignments name recipe {missing!r}, which has no .conllu file")
-            out.append(pair_gold(self.recipes[f1], self.recipes[f2], by_pair[(f1, f2)]))
+            out.append(pair_gold(self.recipes[f1], self.recipes[f2], by_pair[(f1, f2)], on_bad_row))
         return out
 
 
@@ -367,12 +375,17 @@ def read_corpus(root: Path | str) -> AraCorpus:
 # ------------------------------------------------------------------------------------------------ gold (§8.4)
 
 
-def pair_gold(source: AraRecipe, target: AraRecipe, rows: Iterable[AlignmentRow]) -> PairGold:
+def pair_gold(source: AraRecipe, target: AraRecipe, rows: Iterable[AlignmentRow],
+              on_bad_row: BadRowHandler | None = None) -> PairGold:
     """Sentence-level gold of one pair from its action alignments (marc.md §8.4).
 
     For each source instruction, collect the target instructions of its aligned actions (``token2 = 0`` ignored);
     the gold label is the most frequent one, ties going to the target aligned to the earliest source action (smallest
     ``token1``, then file order); no aligned action gives NONE (-1). ``hits`` keeps every target hit.
+
+    A row whose ``token1`` / ``token2`` lies past the end of its recipe raises :class:`AraFormatError`, unless
+    ``on_bad_row(row, message)`` is given: then the row is reported to it and skipped (issue 14: the upstream ARA
+    release holds such rows, and one of them must not abort the evaluation).
     """
     votes: dict[int, list[tuple[int, int, int]]] = {}  # source instr -> [(token1, order, target instr)]
     for order, row in enumerate(rows):
@@ -381,14 +394,15 @@ def pair_gold(source: AraRecipe, target: AraRecipe, rows: Iterable[AlignmentRow]
                                  f"{source.name}|{target.name}")
         try:
             m = source.instruction_of(row.token1)
-        except KeyError as exc:
-            raise AraFormatError(f"line {row.line}: {exc.args[0]}") from None
-        if row.token2 == 0:
-            continue
-        try:
+            if row.token2 == 0:
+                continue
             n = target.instruction_of(row.token2)
         except KeyError as exc:
-            raise AraFormatError(f"line {row.line}: {exc.args[0]}") from None
+            message = f"{source.dish}/alignments.tsv:{row.line}: {exc.args[0]}"
+            if on_bad_row is None:
+                raise AraFormatError(message) from None
+            on_bad_row(row, message)
+            continue
         votes.setdefault(m, []).append((row.token1, order, n))
     gold: list[int] = []
     hits: list[list[int]] = []

@@ -4,31 +4,91 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from eval.registry import EvalError
 
 #: refuse input files above this size (bytes); benchmark files are a few MB, predictions at most a few hundred
 MAX_INPUT_BYTES = 2 * 1024**3
+#: refuse JSON nested deeper than this; every benchmark layout of ``evaluation.md`` needs at most 8 levels, and a
+#: deeper document (a "JSON bomb" of 100,000 nested arrays) would exhaust the parser's recursion instead
+MAX_JSON_DEPTH = 64
+_READ_CHUNK = 16 * 1024 * 1024
+
+# a JSON string, escapes included (an unterminated one runs to the end of the text)
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+# every byte except the four brackets, deleted before the depth count
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
-def load_json(path: Path, what: str) -> Any:
-    """Parse a JSON file; a missing, oversized or malformed file is an :class:`EvalError` naming the file."""
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in ``text`` (strings skipped), without recursion."""
+    brackets = _JSON_STRING.sub("", text).encode("ascii", "ignore").translate(None, _NOT_BRACKET)
+    if not brackets:
+        return 0
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1).astype(np.int32)
+    return int(np.cumsum(steps).max())
+
+
+def parse_json_text(text: str, where: str, max_depth: int | None = None) -> Any:
+    """Parse one JSON document with the depth cap; anything malformed is an :class:`EvalError` saying ``where``.
+
+    The one JSON parser of ``eval/`` (issue 14: malformed inputs end in a clear error, never a traceback).
+    """
+    cap = MAX_JSON_DEPTH if max_depth is None else max_depth
+    depth = json_depth(text)
+    if depth > cap:
+        raise EvalError(f"{where}: JSON nested {depth} levels deep, above the cap of {cap} (a malformed or "
+                        "hostile file; no benchmark layout nests more than a few levels)")
+    try:
+        return json.loads(text)
+    except RecursionError:  # defensive: the depth cap above keeps well below the interpreter's limit
+        raise EvalError(f"{where}: JSON nested too deeply to parse") from None
+    except json.JSONDecodeError as exc:
+        raise EvalError(f"{where}: not valid JSON ({exc})") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python's 4300-digit conversion limit
+        raise EvalError(f"{where}: not valid JSON ({exc})") from None
+
+
+def read_text_capped(path: Path, what: str, max_bytes: int | None = None) -> str:
+    """The UTF-8 text of an input file (a leading BOM dropped); a missing, oversized or undecodable file is an
+    :class:`EvalError` naming it."""
     path = Path(path)
+    cap = MAX_INPUT_BYTES if max_bytes is None else max_bytes
     if not path.is_file():
         raise EvalError(f"{what} file not found: {path}")
     size = path.stat().st_size
-    if size > MAX_INPUT_BYTES:
-        raise EvalError(f"{what} file {path} is {size} bytes, above the {MAX_INPUT_BYTES}-byte cap")
+    if size > cap:
+        raise EvalError(f"{what} file {path} is {size} bytes, above the {cap}-byte cap")
     try:
-        with path.open("r", encoding="utf-8") as f:
-            return json.load(f)
+        with path.open("rb") as f:
+            data = bytearray()
+            while len(data) <= cap:  # chunked: f.read(cap + 1) would allocate the whole cap up front
+                chunk = f.read(min(_READ_CHUNK, cap + 1 - len(data)))
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as exc:
+        raise EvalError(f"{what} file {path} cannot be read: {exc}") from None
+    if len(data) > cap:  # grew since stat (or a special file): still capped
+        raise EvalError(f"{what} file {path} is above the {cap}-byte cap")
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise EvalError(f"{what} file {path} is not UTF-8 text: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise EvalError(f"{what} file {path} is not valid JSON: {exc}") from None
+
+
+def load_json(path: Path, what: str) -> Any:
+    """Parse a JSON file with the size and depth caps (:data:`MAX_INPUT_BYTES`, :data:`MAX_JSON_DEPTH`); a missing,
+    oversized, too deeply nested or malformed file is an :class:`EvalError` naming the file."""
+    text = read_text_capped(path, what)
+    return parse_json_text(text, f"{what} file {path}")
 
 
 def alternate_id(video_id: str) -> str:

@@ -99,6 +99,17 @@ def _read_tasks_primary(path: Path) -> dict[str, tuple[str, ...]]:
 
 
 def read_crosstask_release(folder: Path) -> list[StepVideo]:
+    """The original release folder (see :func:`_read_release`); an undecodable or malformed file of it is an
+    :class:`EvalError` naming the folder (issue 14: never a traceback)."""
+    try:
+        return _read_release(folder)
+    except UnicodeDecodeError as exc:
+        raise EvalError(f"ground-truth folder {folder}: a file is not UTF-8 text: {exc}") from None
+    except csv.Error as exc:
+        raise EvalError(f"ground-truth folder {folder}: a file is not valid CSV: {exc}") from None
+
+
+def _read_release(folder: Path) -> list[StepVideo]:
     """The original release folder (§4(b)): primary-task videos that have an annotation file, in ``videos.csv``
     order (then ``videos_val.csv``), steps made 0-based; ``duration=None`` (the release has none)."""
     folder = Path(folder)

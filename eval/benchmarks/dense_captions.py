@@ -63,6 +63,25 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _check_duration(entry: dict, path: Path, vid: Any) -> None:
+    """A ``duration``, when given, is a finite number >= 0 (NaN is refused as htm_align and crosstask refuse it)."""
+    if "duration" in entry:
+        d = entry["duration"]
+        if not _number(d) or not math.isfinite(d) or d < 0:
+            raise EvalError(f"ground truth {path}: video {vid!r} has duration {d!r}, expected a finite number >= 0")
+
+
+def _segment(t: Any, path: Path, vid: Any) -> tuple[float, float]:
+    """A ground-truth ``[start, end]``: finite, ``start <= end`` (a NaN or reversed segment could never be matched,
+    so the file is refused rather than scored silently low; §6(b))."""
+    s, e = t[0], t[1]
+    if not (math.isfinite(s) and math.isfinite(e)):
+        raise EvalError(f"ground truth {path}: video {vid!r} has a non-finite timestamp {list(t)!r}")
+    if e < s:
+        raise EvalError(f"ground truth {path}: video {vid!r} has a reversed timestamp {list(t)!r} (end < start)")
+    return (s, e)
+
+
 def _read_anet(data: dict, path: Path) -> dict[str, VideoCaptions]:
     out: dict[str, VideoCaptions] = {}
     for vid, entry in data.items():
@@ -73,11 +92,12 @@ def _read_anet(data: dict, path: Path) -> dict[str, VideoCaptions]:
         if not isinstance(ts, list) or not isinstance(sents, list) or len(ts) != len(sents):
             raise EvalError(f"ground truth {path}: video {vid!r} has {len(ts) if isinstance(ts, list) else '?'} "
                             f"timestamps for {len(sents) if isinstance(sents, list) else '?'} sentences")
+        _check_duration(entry, path, vid)
         stamps = []
         for t in ts:
             if not (isinstance(t, (list, tuple)) and len(t) == 2 and all(_number(x) for x in t)):
                 raise EvalError(f"ground truth {path}: video {vid!r} has a malformed timestamp {t!r}")
-            stamps.append((t[0], t[1]))
+            stamps.append(_segment(t, path, vid))
         if not all(isinstance(s, str) for s in sents):
             raise EvalError(f"ground truth {path}: video {vid!r} has a sentence that is not a string")
         out[str(vid)] = VideoCaptions(stamps, list(sents))
@@ -96,13 +116,14 @@ def _read_youcook2(data: dict, path: Path, subset: str) -> dict[str, VideoCaptio
         subsets.add(entry.get("subset"))
         if entry.get("subset") != subset:
             continue
+        _check_duration(entry, path, vid)
         stamps, sents = [], []
         for a in entry["annotations"]:
             seg = a.get("segment") if isinstance(a, dict) else None
             if not (isinstance(seg, list) and len(seg) == 2 and all(_number(x) for x in seg)) \
                     or not isinstance(a.get("sentence"), str):
                 raise EvalError(f"ground truth {path}: video {vid!r} has a malformed annotation {a!r}")
-            stamps.append((seg[0], seg[1]))
+            stamps.append(_segment(seg, path, vid))
             sents.append(a["sentence"])
         out[str(vid)] = VideoCaptions(stamps, sents)
     if not out:

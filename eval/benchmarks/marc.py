@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.benchmarks.common import MAX_INPUT_BYTES
+from eval.benchmarks.common import parse_json_text, read_text_capped
 from eval.registry import EvalError, Warnings
 
 __all__ = ["AlignmentPairs", "match_pairs", "read_jsonl_labels", "write_jsonl"]
@@ -45,23 +45,13 @@ def _labels(value: Any, where: str, key: str) -> list[int]:
 def read_jsonl_labels(path: Path, key: str, what: str) -> dict[str, list[int]]:
     """``{pair_id: labels}`` from the ``key`` field of every line of a JSONL file (blank lines skipped)."""
     path = Path(path)
-    if not path.is_file():
-        raise EvalError(f"{what} file not found: {path}")
-    if path.stat().st_size > MAX_INPUT_BYTES:
-        raise EvalError(f"{what} file {path} is larger than {MAX_INPUT_BYTES} bytes")
     out: dict[str, list[int]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise EvalError(f"{what} file {path} is not UTF-8 text: {exc}") from None
+    lines = read_text_capped(path, what).split("\n")  # not splitlines(): U+2028 may sit inside a JSON string
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{what} file {path}, line {line_no}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EvalError(f"{where}: not valid JSON ({exc})") from None
+        obj = parse_json_text(line, where)
         if not isinstance(obj, dict) or "pair_id" not in obj or key not in obj:
             raise EvalError(f"{where}: expected an object with 'pair_id' and '{key}'")
         pair_id = obj["pair_id"]

@@ -9,7 +9,8 @@ the union of labels (sklearn's ``average="weighted"``, ``zero_division=0``), the
 No prediction file: the protocol derives the sentence-level gold from the action alignments, fits the unsupervised
 models transductively on all ordered within-dish pairs of the folder's recipes (660 on the fixture; no labels used)
 and scores every method: random (mean of seeds 0-9), uniform, exact word match, TF-IDF, BM25, MiniLM and MPNet
-cosine (when their packages are installed; otherwise "not run" with a warning), HMM+IBM1 with the paper's
+cosine (when their packages are installed; otherwise "not run" with a ``method_not_run`` warning, or exit 2 when
+asked for by name in ``--variant methods``; any other failure of a method is exit 2), HMM+IBM1 with the paper's
 configuration and HMM+IBM1 with the best configuration (``HmmIbm1Config.best()``). Output ``metrics``:
 ``{method: {"precision", "recall", "f1"}}`` under the primary NONE mode (``none=ignore_gold`` by default), plus the
 other mode as ``p_label``/``r_label``/``f1_label`` (or ``..._ignore_gold``) and the lenient ``any_accuracy`` (a
@@ -38,6 +39,7 @@ from builders.ops.alignment_baselines import (
 )
 from builders.ops.hmm_ibm1 import HmmIbm1, HmmIbm1Config, tokenize_recipe
 from eval.benchmarks.ara_conllu import (
+    AlignmentRow,
     AraFormatError,
     PairGold,
     corpus_summary,
@@ -63,6 +65,8 @@ ARA_METHODS = ("random", "uniform", "exact_match", "tfidf", "bm25", "minilm", "m
 #: the paper's token ablations (Tables 2-3, marc.md §3.7): PTB tags NN* (+ VB*) kept before the HMM+IBM1
 TOKEN_ABLATIONS = {"hmm_ibm1_best_nouns": "nouns", "hmm_ibm1_best_nouns_verbs": "nouns_verbs"}
 RANDOM_SEEDS = tuple(range(10))
+#: warning (and count) of an alignment row whose token lies past the end of its recipe file: skipped, the rest scored
+BAD_ROW_WARNING = "alignment_row_out_of_range"
 _OTHER = {"label": "ignore_gold", "ignore_gold": "label"}
 
 
@@ -135,24 +139,36 @@ def _default_encoder(name: str) -> Callable[[Sequence[str]], np.ndarray]:
 def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: str = "ignore_gold",
                  seeds: Sequence[int] = RANDOM_SEEDS, warnings: Warnings | None = None,
                  encoder: Callable[[str], Callable[[Sequence[str]], np.ndarray]] | None = None,
-                 paper_config: HmmIbm1Config | None = None, best_config: HmmIbm1Config | None = None
-                 ) -> AraEvaluation:
+                 paper_config: HmmIbm1Config | None = None, best_config: HmmIbm1Config | None = None,
+                 required: Sequence[str] = ()) -> AraEvaluation:
     """The offline MARC protocol of marc.md §8.4 on an ARA folder (see the module docstring).
 
     ``encoder(name)`` returns a function embedding a list of texts (default: :mod:`builders.models.text_encoder`);
-    an encoder that cannot load leaves its method "not run" (reason in ``not_run`` and a warning).
+    an encoder whose package or model is not installed leaves its method "not run" (reason in ``not_run`` and a
+    ``method_not_run`` warning), unless the method is in ``required`` (asked for by name): then, like any other
+    failure of a method, it is an :class:`EvalError` (issue 14: a failing method never passes as "not run").
+    Alignment rows pointing past the end of their recipe are skipped with an ``alignment_row_out_of_range`` warning
+    (counted in ``counts.alignment_rows_skipped``).
     """
     unknown = [m for m in methods if m not in ARA_METHODS]
     if unknown:
         raise EvalError(f"unknown marc_ara method(s) {unknown}; known: {', '.join(ARA_METHODS)}")
+    bad_rows: list[str] = []
+
+    def bad_row(row: AlignmentRow, message: str) -> None:
+        bad_rows.append(message)
+        if warnings is not None:
+            warnings.add(BAD_ROW_WARNING, message)
+
     try:
         corpus = read_corpus(root)
-        gold = corpus.gold()
+        gold = corpus.gold(on_bad_row=bad_row)
     except AraFormatError as exc:
         raise EvalError(str(exc)) from None
     if not gold:
         raise EvalError(f"{root}: no aligned recipe pair (alignments.tsv)")
     counts = dict(corpus_summary(corpus, gold))
+    counts["alignment_rows_skipped"] = len(bad_rows)
     tokens = {name: tokenize_recipe(r.instruction_texts) for name, r in corpus.recipes.items()}
     train: list[tuple[list[list[str]], list[list[str]]]] = []
     for dish in corpus.dishes:
@@ -165,7 +181,14 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
     encoder = encoder or _default_encoder
 
     def not_run(method: str, exc: Exception) -> None:
+        """An optional method whose package or model is not installed is "not run" (a named warning) when the
+        default method list asked for it; asked for by name, or failing for any other reason, it is an error."""
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        if not _unavailable(exc):
+            raise EvalError(f"marc_ara method {method} failed: {reason}") from exc
+        if method in required:
+            raise EvalError(f"marc_ara method {method} cannot run: {reason} (install it, or leave {method} out of "
+                            "--variant methods)") from exc
         result.not_run[method] = reason
         if warnings is not None:
             warnings.add("method_not_run", f"{method}: {reason}")
@@ -199,7 +222,7 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
                 names = sorted(corpus.recipes)
                 texts = [t for n in names for t in corpus.recipes[n].instruction_texts]
                 emb = np.asarray(encode(texts), dtype=np.float64)
-            except Exception as exc:  # noqa: BLE001 - a missing package or model: reported, the protocol goes on
+            except Exception as exc:  # noqa: BLE001 - a missing package or model is "not run"; others re-raised
                 not_run(method, exc)
                 continue
             offsets, pos = {}, 0
@@ -218,7 +241,7 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
             if method in TOKEN_ABLATIONS:
                 try:
                     m_tokens = _pos_tokens(corpus, TOKEN_ABLATIONS[method])
-                except Exception as exc:  # noqa: BLE001 - spaCy or its model missing: reported, the protocol goes on
+                except Exception as exc:  # noqa: BLE001 - spaCy or its model missing is "not run"; others re-raised
                     not_run(method, exc)
                     continue
                 m_train = [(m_tokens[a], m_tokens[b]) for dish in corpus.dishes
@@ -231,6 +254,24 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
             result.configs[method] = {**cfg.to_dict(), "tokens": TOKEN_ABLATIONS.get(method, "all")}
             record(method, [a.target_index for a in model.align(m_pairs)])
     return result
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says an optional package or model is not installed (the only reason a method is "not run"):
+    an ImportError anywhere in its chain, or the "not installed" / "is missing" errors of :mod:`builders.models`
+    and spaCy's "Can't find model" (E050)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ImportError):
+            return True
+        text = str(cur)
+        if isinstance(cur, (RuntimeError, OSError)) and (
+                "not installed" in text or "is missing" in text or "[E050]" in text):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def _pos_tokens(corpus: Any, mode: str) -> dict[str, list[list[str]]]:
@@ -263,8 +304,9 @@ def _evaluate_marc_ara(inputs: EvalInputs) -> EvalResult:
         raise EvalError("--variant seeds must be >= 1")
     if not Path(root).is_dir():
         raise EvalError(f"marc_ara --gt must be an ARA folder (<dish>/recipes/*.conllu, <dish>/alignments.tsv): {root}")
-    result = evaluate_ara(root, methods=settings["methods"], none=settings["none"],
-                          seeds=tuple(range(settings["seeds"])), warnings=inputs.warnings)
+    methods = settings["methods"]
+    result = evaluate_ara(root, methods=methods, none=settings["none"], seeds=tuple(range(settings["seeds"])),
+                          warnings=inputs.warnings, required=() if tuple(methods) == ARA_METHODS else methods)
     if settings["out_dir"]:
         out = Path(settings["out_dir"])
         write_jsonl(out / "gold.jsonl", ({"pair_id": g.pair_id, "gold": g.gold, "hits": g.hits}

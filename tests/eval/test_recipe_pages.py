@@ -1,6 +1,7 @@
 """Protocol ``recipe_pages`` (spec marc.md §8.6): the metrics on hand-computed cases, the protocol on a small folder
 written here, and ``python eval/run.py recipe_pages`` on the real fixture, which must reach the reference values
-(titles 131/132, exact lists 118/132, mean item F1 0.936 on the English JSON-LD pages; lower is a regression)."""
+(titles 131/132, exact lists 118/132, mean item F1 0.936 on the English JSON-LD pages; lower is a regression), and
+the figures after issue 14's instruction-list fixes (exact lists 121/132, item F1 >= 0.95)."""
 
 from __future__ import annotations
 
@@ -193,10 +194,11 @@ def test_fixture_reaches_the_reference_values(fixture_run):
     assert c["pages_by_group"] == {"en_jsonld": 132, "en_microdata": 9, "other_jsonld": 21, "other_microdata": 1}
     assert c["skipped"] == 12 and c["skip_reasons"] == {"no_schema_recipe": 12} and c["no_schema_recipe_en"] == 9
     assert c["warnings"] == 0
-    # the reference values (lower is a regression): 131/132 titles, 118/132 exact lists, mean item F1 0.936
+    # the reference values of spec §8.6 were 131/132 titles, 118/132 exact lists, mean item F1 0.936; issue 14's
+    # generic fixes (list string items, glued sentences of a string, inline numbered steps) give 121/132 and 0.953
     assert c["titles_correct"] >= 131 and m["title_accuracy"] == pytest.approx(c["titles_correct"] / 132)
-    assert c["exact_lists"] >= 118 and m["exact_list_accuracy"] == pytest.approx(c["exact_lists"] / 132)
-    assert round(m["item_f1"], 3) >= 0.936
+    assert c["exact_lists"] >= 121 and m["exact_list_accuracy"] == pytest.approx(c["exact_lists"] / 132)
+    assert m["item_f1"] >= 0.95
     # the microdata-only English pages (no reference value; measured 9/9 titles, 7/9 lists)
     micro = m["groups"]["en_microdata"]
     assert micro["title_accuracy"] == 1.0 and micro["exact_list_accuracy"] >= 7 / 9 - 1e-9
