@@ -134,7 +134,7 @@ def test_resume_after_sigkill(sample, tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "showhowto").exists()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     again = stats(out / "showhowto")
     assert rows(out / "showhowto", "sequences") == rows(sample, "sequences") and again["drops"] == stats(sample)["drops"]

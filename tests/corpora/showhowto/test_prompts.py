@@ -38,7 +38,7 @@ def test_filter_prompt_quotes_the_cut_transcript(fixture):
         [msg] = filter_message(prompt, rec["title"], segments(rec))
         text = msg["content"]
         m = re.search(r'Now the video to judge\.\nTitle: "(.*)"\nVideo Transcript: "(.*)"\nQuestion: (.*)\nAnswer:$',
-                      text, re.S)
+                      text, re.DOTALL)
         assert m and m.group(1) == rec["title"]
         assert len(m.group(2)) == 1503 and m.group(2).endswith("...")  # spec §5 fixture check
         assert m.group(3) == "Is this video actively demonstrating or teaching how to perform a specific task?"
@@ -55,8 +55,8 @@ def test_the_four_filter_examples_render(fixture):
         [msg] = filter_message(prompt, rec["title"], seg)
         assert msg["content"].count(rec["title"]) == 1 and rec["transcript_text"][:200] in msg["content"]
     # the packaged prompt's own examples: 3 + 3 titles, 4 worked examples with Yes/No and an explanation each
-    assert len(re.findall(r"^Answer: (Yes|No)$", prompt.text, re.M)) == 4
-    assert len(re.findall(r"^Explanation: ", prompt.text, re.M)) == 4
+    assert len(re.findall(r"^Answer: (Yes|No)$", prompt.text, re.MULTILINE)) == 4
+    assert len(re.findall(r"^Explanation: ", prompt.text, re.MULTILINE)) == 4
 
 
 def test_keysteps_prompt_block_and_fence(fixture):
@@ -76,7 +76,7 @@ def test_keysteps_prompt_block_and_fence(fixture):
 def test_packaged_examples_parse_with_the_real_parser():
     """The key-step prompt's own two worked answers are what the parser accepts (6 steps each)."""
     text = load_prompt(KEYSTEPS_PROMPT_ID).text
-    answers = re.findall(r"```json\n(.*?)\n```", text, re.S)
+    answers = re.findall(r"```json\n(.*?)\n```", text, re.DOTALL)
     assert [len(parse_keysteps(a).steps) for a in answers] == [6, 6]
 
 
