@@ -25,10 +25,49 @@ def clip_encoder(cfg: Any) -> Any:
     ViT-H-14-378 in the paper preset) from a local checkpoint. Nothing downloads."""
     from ...models.vision_encoder import HFClipVisionEncoder, OpenClipVisionEncoder
 
+    if cfg.clip_backend == "plugin":
+        return PluginEncoder.load(cfg.clip_model_path)
     if cfg.clip_backend == "open_clip":
         return OpenClipVisionEncoder(cfg.clip_arch, weights_path=cfg.clip_model_path, device=cfg.vision_device,
                                      batch_size=cfg.vision_batch_size)
     return HFClipVisionEncoder(cfg.clip_model_path, device=cfg.vision_device, batch_size=cfg.vision_batch_size)
+
+
+class PluginEncoder:
+    """Spec §6 "the model is a plug-in": ``clip_backend=plugin`` with ``clip_model_path=module:factory`` (or
+    ``file.py:factory``); the factory returns an object with ``encode_image(pixels [B, 3, S, S] float32) -> [B, d]``,
+    ``encode_text(list[str]) -> [K, d]`` and ``image_size`` (S; CLIP normalisation is applied to the pixels)."""
+
+    def __init__(self, model: Any):
+        for attr in ("encode_image", "encode_text", "image_size"):
+            if not hasattr(model, attr):
+                raise ValueError(f"clip plug-in {type(model).__name__} has no {attr}")
+        self.model, self.image_size = model, int(model.image_size)
+        self.model_id = f"plugin {type(model).__name__}"
+
+    @classmethod
+    def load(cls, spec: str | None) -> PluginEncoder:
+        import importlib
+        import importlib.util
+
+        if not spec or ":" not in spec:
+            raise ValueError("clip_backend=plugin needs --set clip_model_path=module:factory (or file.py:factory)")
+        where, name = spec.rsplit(":", 1)
+        if where.endswith(".py"):
+            mspec = importlib.util.spec_from_file_location("showhowto_clip_plugin", where)
+            if mspec is None or mspec.loader is None:
+                raise ValueError(f"clip plug-in file {where} cannot be loaded")
+            module = importlib.util.module_from_spec(mspec)
+            mspec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        return cls(getattr(module, name)())
+
+    def encode_images(self, pixels: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.encode_image(pixels), np.float32)
+
+    def encode_texts(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.model.encode_text(list(texts)), np.float32)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -48,6 +87,19 @@ class KeyframeAlignment(Step):
     config_keys = ("aligner", "fps", "epsilon", "clip_backend", "clip_model_path", "clip_arch", "min_steps",
                    "range_tolerance")
     input_keys = ("clip_model_path",)
+
+    def input_paths(self) -> list:
+        """The CLIP checkpoint is fingerprinted; a plug-in's ``module:factory`` names code, not a file: a
+        ``file.py`` plug-in is fingerprinted by its file."""
+        from pathlib import Path
+
+        path = self.cfg.clip_model_path
+        if self.cfg.effective_aligner != "clip" or not path:
+            return []
+        if self.cfg.clip_backend == "plugin":
+            where = path.rsplit(":", 1)[0]
+            return [Path(where)] if where.endswith(".py") else []
+        return [Path(path)]
 
     def gpus(self) -> float:
         return gpus_for_device(self.cfg.vision_device) if self.cfg.effective_aligner == "clip" else 0.0

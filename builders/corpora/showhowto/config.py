@@ -71,7 +71,7 @@ class ShowHowToConfig:
     aligner: str = "auto"                  # clip | middle | auto (clip with a configured model, else middle)
     fps: int = 5                           # spec §6: the 5-fps grid of the release
     epsilon: float = 15.0                  # spec §6: window margin, 15 s [paper]
-    clip_backend: str = "hf"               # hf (transformers CLIPModel folder) | open_clip (paper: DFN5B)
+    clip_backend: str = "hf"               # hf (CLIPModel folder) | open_clip (paper: DFN5B) | plugin (module:factory)
     clip_model_path: str | None = None
     clip_arch: str = DFN_ARCH              # open_clip architecture name
     vision_device: str = "cpu"
@@ -88,7 +88,7 @@ class ShowHowToConfig:
     def validate(self) -> None:
         checks = [("preset", PRESETS), ("asr", ("faster-whisper", "whisperx")), ("llm", ("smollm2", "vllm", "replay")),
                   ("aligner", ALIGNERS), ("on_ambiguous", ("reject", "accept")),
-                  ("filter_mode", ("apply", "record")), ("clip_backend", ("hf", "open_clip"))]
+                  ("filter_mode", ("apply", "record")), ("clip_backend", ("hf", "open_clip", "plugin"))]
         for key, allowed in checks:
             if getattr(self, key) not in allowed:
                 raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")

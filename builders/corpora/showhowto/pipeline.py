@@ -59,9 +59,10 @@ class ManifestSource(Source):
             if cfg.videos and m is None:
                 yield Count("not_in_metadata")
             rec.pop("_line", None)
-            yield {**rec, "task_id": "" if task_id is None else str(task_id),
-                   "task": names.get(task_id, "") if task_id is not None else "",
-                   "category_1": (m or {}).get("category_1") or "", "category_2": (m or {}).get("category_2") or ""}
+            # spec §2: a video absent from the metadata gets nulls (and can only go to train, §8)
+            yield {**rec, "task_id": None if task_id is None else str(task_id),
+                   "task": names.get(task_id) if task_id is not None else None,
+                   "category_1": (m or {}).get("category_1") or None, "category_2": (m or {}).get("category_2") or None}
 
 
 def pipelines(cfg: ShowHowToConfig, shard_size: int) -> list[Pipeline]:

@@ -148,3 +148,27 @@ def test_images_are_the_aligned_grid_frames(video, tmp_path):
     assert out.rows[0]["images"] is None and out.counters["frame_extraction_failed"] == 1 and not out.drops
     off = run(ExtractImages(dataclasses.replace(cfg, with_images=False)), aligned)
     assert "images" not in off.rows[0]
+
+
+def test_any_model_with_encode_image_and_encode_text_is_a_plugin(video, tmp_path):
+    """Spec §6: the aligner takes any object with ``encode_image``/``encode_text``. This one scores a frame by how
+    green it is and every text the same, so the DP picks the greenest frame of each window: scene 1 (6-12 s)."""
+    plugin = tmp_path / "greenness.py"
+    plugin.write_text(
+        "import numpy as np\n"
+        "class Green:\n"
+        "    image_size = 8\n"
+        "    def encode_image(self, px):\n"
+        "        g = px[:, 1].mean(axis=(1, 2)) - px[:, 0].mean(axis=(1, 2))\n"
+        "        return np.stack([g, np.ones_like(g)], 1)\n"
+        "    def encode_text(self, texts):\n"
+        "        return np.tile([[1.0, 0.0]], (len(texts), 1))\n"
+        "def make():\n"
+        "    return Green()\n")
+    cfg = ShowHowToConfig(aligner="clip", clip_backend="plugin", clip_model_path=f"{plugin}:make", epsilon=4.0)
+    step = KeyframeAlignment(cfg)
+    assert step.input_paths() == [plugin]
+    out = run(step, [row(video, [("a", 2.0, 4.0), ("b", 8.0, 10.0)])])
+    [r] = out.rows
+    assert all(6.0 <= s["frame_time"] < 12.0 for s in r["steps"])  # both in the green scene, in order
+    assert r["steps"][0]["frame_time"] < r["steps"][1]["frame_time"]
