@@ -172,3 +172,55 @@ def test_any_model_with_encode_image_and_encode_text_is_a_plugin(video, tmp_path
     [r] = out.rows
     assert all(6.0 <= s["frame_time"] < 12.0 for s in r["steps"])  # both in the green scene, in order
     assert r["steps"][0]["frame_time"] < r["steps"][1]["frame_time"]
+
+
+def test_paper_preset_aligner_builds_dfn5b_through_open_clip(video, tmp_path, monkeypatch):
+    """Contract of the paper path (spec §6: open_clip ``ViT-H-14-378-quickgelu`` from a local DFN5B checkpoint), with a
+    fake ``open_clip`` module (open_clip is a [gpu] extra): the architecture and checkpoint reach ``create_model``, the
+    text tower goes through ``get_tokenizer(arch)``, frames are preprocessed at the model's own size, and the DP runs."""
+    import sys
+    import types
+
+    import torch
+
+    calls: dict = {}
+
+    class Visual:
+        image_size, output_dim = (14, 14), 3
+
+    class FakeDFN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.visual = Visual()
+
+        def encode_image(self, x):
+            calls.setdefault("image_shapes", set()).add(tuple(x.shape[1:]))
+            return x.mean(dim=(2, 3))  # the mean colour (normalised) as a 3-d embedding
+
+        def encode_text(self, tokens):
+            return torch.tensor([[-1.0, 2.0, -1.0]]).repeat(len(tokens), 1)  # "green"
+
+    def create_model(name, pretrained=None, force_quick_gelu=False, device="cpu", **kw):
+        calls.update(name=name, pretrained=pretrained)
+        return FakeDFN()
+
+    def get_tokenizer(name):
+        calls["tokenizer"] = name
+        return lambda texts: torch.zeros((len(texts), 4), dtype=torch.long)
+
+    monkeypatch.setitem(sys.modules, "open_clip", types.SimpleNamespace(create_model=create_model,
+                                                                         get_tokenizer=get_tokenizer))
+    ckpt = tmp_path / "dfn5b" / "open_clip_pytorch_model.bin"
+    ckpt.parent.mkdir()
+    ckpt.write_bytes(b"x")
+    from builders.corpora.showhowto.config import apply_preset
+
+    cfg = apply_preset(ShowHowToConfig(preset="paper", clip_model_path=str(ckpt.parent), vision_device="cpu",
+                                       asr_model_path="a", asr_align_model_path="b", llm_model_path="c"),
+                       explicit={"vision_device"})
+    assert (cfg.aligner, cfg.clip_backend, cfg.clip_arch) == ("clip", "open_clip", "ViT-H-14-378-quickgelu")
+    out = run(KeyframeAlignment(cfg), [row(video, [("a", 2.0, 4.0), ("b", 8.0, 10.0)])])
+    [r] = out.rows
+    assert calls["name"] == calls["tokenizer"] == "ViT-H-14-378-quickgelu" and calls["pretrained"] == str(ckpt)
+    assert calls["image_shapes"] == {(3, 14, 14)}
+    assert r["aligner"] == "clip" and all(6.0 <= s["frame_time"] < 12.0 for s in r["steps"])  # the green scene
