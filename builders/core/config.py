@@ -117,3 +117,20 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
 
 def to_dict(cfg: Any) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}
+
+
+def apply_paper_preset(cfg: Any, preset: dict[str, Any], paths: dict[str, tuple[str, Any]],
+                       explicit: set[str] | None = None) -> Any:
+    """``preset=paper`` for any corpus config: set the ``preset`` keys the user did not set explicitly (``explicit``;
+    by default the keys that differ from the dataclass defaults), then fail loudly when a local model path that the
+    resulting settings need is missing (``paths``: path key -> (setting key, value that needs it)). No silent fallback
+    to a CPU model, never a download."""
+    if explicit is None:
+        base = type(cfg)()
+        explicit = {f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(base, f.name)}
+    cfg = dataclasses.replace(cfg, **{k: v for k, v in preset.items() if k not in explicit})
+    missing = [k for k, (setting, value) in paths.items() if getattr(cfg, setting) == value and not getattr(cfg, k)]
+    if missing:
+        raise ConfigError("preset=paper needs local model paths (nothing is downloaded): set "
+                          + ", ".join(f"--set {k}=PATH" for k in missing))
+    return cfg

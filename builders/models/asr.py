@@ -216,3 +216,27 @@ def make_asr(settings: ASRSettings) -> ASRBackend:
     if settings.backend == "whisperx":
         return WhisperXASR(settings)
     raise ValueError(f"asr must be faster-whisper or whisperx, got {settings.backend!r}")
+
+
+def asr_settings_from(cfg: Any) -> ASRSettings:
+    """The settings from a corpus config's shared keys (``asr``, ``asr_model_path``, ``asr_align_model_path``,
+    ``asr_device``, ``asr_compute_type``, ``asr_batch_size``, ``asr_language``: HowToStep and ShowHowTo)."""
+    return ASRSettings(backend=cfg.asr, model_path=cfg.asr_model_path, align_model_path=cfg.asr_align_model_path,
+                       device=cfg.asr_device, compute_type=cfg.asr_compute_type, batch_size=cfg.asr_batch_size,
+                       language=cfg.asr_language)
+
+
+def transcribe_cached(asr: ASRBackend, audio: np.ndarray, cache: Any, code_version: str) -> tuple[dict, bool]:
+    """The WhisperX-form result for ``audio`` and whether it came from ``cache`` (a ``RequestCache``), keyed by
+    (audio sha256, model id, decoding, code version): a rebuild never transcribes a video twice (howtostep.md §3.1,
+    showhowto.md §4). A failure raises and is never cached."""
+    import hashlib
+
+    key = cache.key(audio_sha256=hashlib.sha256(audio.tobytes()).hexdigest(), model_id=asr.model_id,
+                    decoding=asr.decoding(), code_version=code_version)
+    hit = cache.get_many([key])
+    if key in hit:
+        return hit[key], True
+    result = asr.transcribe(audio)
+    cache.put_many({key: result})
+    return result, False

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +136,19 @@ def finite_number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
         raise EvalError(f"{where}: expected a finite number, got {value!r}")
     return float(value)
+
+
+#: the largest CSV field the evaluation readers accept (the csv module's own default, 128 KiB)
+MAX_CSV_FIELD = 131072
+
+
+@contextlib.contextmanager
+def csv_field_cap(limit: int = MAX_CSV_FIELD) -> Iterator[None]:
+    """Read CSV with a field-size cap of our own: ``csv.field_size_limit`` is process-wide, and a builder in the same
+    process may have raised it (``builders.sources.howto100m.raise_csv_field_limit``), which would let an oversized
+    field through. The previous limit is restored afterwards."""
+    previous = csv.field_size_limit(limit)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.benchmarks.common import finite_number, load_json
+from eval.benchmarks.common import csv_field_cap, finite_number, load_json
 from eval.benchmarks.htstep import StepVideo, iter_language_queries, iter_video_records
 from eval.registry import EvalError
 
@@ -126,7 +126,7 @@ def _read_release(folder: Path) -> list[StepVideo]:
         vfile = folder / name
         if not vfile.is_file():
             continue
-        with vfile.open("r", encoding="utf-8", newline="") as f:
+        with csv_field_cap(), vfile.open("r", encoding="utf-8", newline="") as f:
             for row in csv.reader(f):
                 if len(row) < 2 or row[0].strip() not in tasks:
                     continue
@@ -146,7 +146,7 @@ def _read_release(folder: Path) -> list[StepVideo]:
             continue
         steps = tasks[task]
         cols, starts, ends = [], [], []
-        with afile.open("r", encoding="utf-8", newline="") as f:
+        with csv_field_cap(), afile.open("r", encoding="utf-8", newline="") as f:
             for line, row in enumerate(csv.reader(f), start=1):
                 if not row or not "".join(row).strip():
                     continue

@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from eval.benchmarks.common import MAX_INPUT_BYTES, finite_number, load_json, match_ids
+from eval.benchmarks.common import (
+    MAX_INPUT_BYTES,
+    csv_field_cap,
+    finite_number,
+    load_json,
+    match_ids,
+)
 from eval.metrics.grounding import nan_argmax, times_to_slots
 from eval.registry import EvalError, Warnings
 
@@ -295,7 +301,7 @@ def read_taxonomy(path: Path) -> Taxonomy:
     variation: dict[int, str] = {}
     articles: dict[tuple[str, str], set[int]] = {}
     try:
-        with path.open("r", encoding="utf-8", newline="") as f:
+        with csv_field_cap(), path.open("r", encoding="utf-8", newline="") as f:
             reader = csv.DictReader(f)
             missing = {"global_step_index", "activity", "variation"} - set(reader.fieldnames or ())
             if missing:
@@ -429,7 +435,7 @@ def read_detection_csv(path: Path, warnings: Warnings) -> DetectionRows:
     score: list[float] = []
     n_bad_before = warnings.counts.get("invalid_row", 0)
     try:
-        with path.open("r", encoding="utf-8", newline="") as f:
+        with csv_field_cap(), path.open("r", encoding="utf-8", newline="") as f:
             reader = csv.DictReader(f)
             fields = [c.strip() for c in (reader.fieldnames or [])]
             missing = [c for c in _CSV_COLUMNS if c not in fields]

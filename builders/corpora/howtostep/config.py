@@ -8,10 +8,9 @@ local model paths and fails loudly when one is missing.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
-from ...core.config import ConfigError
+from ...core.config import ConfigError, apply_paper_preset
 
 TRANSCRIPT_FORMATS = ("htm_raw", "sentencified", "whisperx", "segments", "asr")
 LABELERS = ("two_stage", "mptva", "llm_timestamps")
@@ -166,14 +165,4 @@ def apply_preset(cfg: HowToStepConfig, explicit: set[str] | None = None) -> HowT
     when a model path it needs is missing: no silent fallback to a CPU model, never a download."""
     if cfg.preset != "paper":
         return cfg
-    if explicit is None:  # keys that differ from the defaults count as set by the user
-        base = HowToStepConfig()
-        explicit = {f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(base, f.name)}
-    changes = {k: v for k, v in PAPER_PRESET.items() if k not in explicit}
-    cfg = dataclasses.replace(cfg, **changes)
-    missing = [k for k, (setting, value) in PAPER_PATHS.items()
-               if getattr(cfg, setting) == value and not getattr(cfg, k)]
-    if missing:
-        raise ConfigError("preset=paper needs local model paths (nothing is downloaded): set "
-                          + ", ".join(f"--set {k}=PATH" for k in missing))
-    return cfg
+    return apply_paper_preset(cfg, PAPER_PRESET, PAPER_PATHS, explicit)

@@ -8,7 +8,6 @@ a rebuild never transcribes a video twice. Drops: ``no_transcript``, ``malformed
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,6 @@ from .base import CacheDirStep
 
 #: bump when the ASR request or its post-processing changes (part of the request-cache key)
 ASR_CODE_VERSION = "1"
-
-
-def asr_settings(cfg: Any):
-    from ...models.asr import ASRSettings
-
-    return ASRSettings(backend=cfg.asr, model_path=cfg.asr_model_path, align_model_path=cfg.asr_align_model_path,
-                       device=cfg.asr_device, compute_type=cfg.asr_compute_type, batch_size=cfg.asr_batch_size,
-                       language=cfg.asr_language)
 
 
 def _segments_out(t: Any) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]] | None]:
@@ -83,25 +74,17 @@ class Transcribe(CacheDirStep):
 
     def asr(self):
         if self._asr is None:
-            from ...models.asr import make_asr
+            from ...models.asr import asr_settings_from, make_asr
 
-            self._asr = make_asr(asr_settings(self.cfg))
+            self._asr = make_asr(asr_settings_from(self.cfg))
         return self._asr
 
     def _transcribe(self, vid: str, path: Path, out: Out) -> dict[str, Any]:
         from ...models import media
+        from ...models.asr import transcribe_cached
 
-        audio = media.decode_audio(path)
-        asr = self.asr()
-        key = self.cache.key(audio_sha256=hashlib.sha256(audio.tobytes()).hexdigest(), model_id=asr.model_id,
-                             decoding=asr.decoding(), code_version=ASR_CODE_VERSION)
-        hit = self.cache.get_many([key])
-        if key in hit:
-            out.count("asr_cache_hits")
-            return hit[key]
-        out.count("asr_requests")
-        result = asr.transcribe(audio)
-        self.cache.put_many({key: result})
+        result, cached = transcribe_cached(self.asr(), media.decode_audio(path), self.cache, ASR_CODE_VERSION)
+        out.count("asr_cache_hits" if cached else "asr_requests")
         return result
 
     def process(self, rows: list[Row], out: Out) -> None:

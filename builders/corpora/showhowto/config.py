@@ -9,10 +9,9 @@ open_clip, all from local paths; a missing path fails loudly, nothing downloads)
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from ...core.config import ConfigError
+from ...core.config import ConfigError, apply_paper_preset
 
 PRESETS = ("cpu-offline", "paper")
 ALIGNERS = ("clip", "middle", "auto")
@@ -133,13 +132,4 @@ def apply_preset(cfg: ShowHowToConfig, explicit: set[str] | None = None) -> Show
     it needs is missing: no silent fallback to a CPU model, never a download."""
     if cfg.preset != "paper":
         return cfg
-    if explicit is None:
-        base = ShowHowToConfig()
-        explicit = {f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(base, f.name)}
-    cfg = dataclasses.replace(cfg, **{k: v for k, v in PAPER_PRESET.items() if k not in explicit})
-    missing = [k for k, (setting, value) in PAPER_PATHS.items()
-               if getattr(cfg, setting) == value and not getattr(cfg, k)]
-    if missing:
-        raise ConfigError("preset=paper needs local model paths (nothing is downloaded): set "
-                          + ", ".join(f"--set {k}=PATH" for k in missing))
-    return cfg
+    return apply_paper_preset(cfg, PAPER_PRESET, PAPER_PATHS, explicit)
