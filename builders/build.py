@@ -44,6 +44,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="retries of a transient failure (timeout, connection, CUDA OOM) before a shard is left "
                         "unfinished (default 3)")
     g.add_argument("--shard-size", type=int, default=None, help="rows per work shard")
+    g.add_argument("--keep-generations", dest="keep_generations", type=int, default=2, metavar="N",
+                   help="stage folders kept per stage in the work directory: this build's and the N-1 used most "
+                        "recently before it (older ones are deleted; default 2)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     g.add_argument("-q", "--quiet", action="store_true", help="no summary table")
     h = p.add_argument_group("publish options (build, then python -m builders.publish OUT/<corpus>)")

@@ -35,6 +35,9 @@ def run_build(corpus: ModuleType, args: argparse.Namespace) -> str:
     rate = getattr(args, "max_error_rate", 0.01)
     if rate is not None and not 0 <= rate <= 1:
         raise workdir.WorkDirError(f"--max-error-rate must be within [0, 1], got {rate}")
+    keep = getattr(args, "keep_generations", 2)
+    if keep < 1:
+        raise workdir.WorkDirError(f"--keep-generations must be >= 1, got {keep}")
     workdir.prepare(work_dir, corpus.NAME)
     with workdir.WorkDirLock(work_dir, wait=getattr(args, "wait", False)):
         if args.fresh:
@@ -45,7 +48,8 @@ def run_build(corpus: ModuleType, args: argparse.Namespace) -> str:
         t0 = time.perf_counter()
         try:
             result = run_pipelines(corpus.pipelines(cfg, shard_size), work_dir, runner,
-                                   progress=not args.no_progress, policy=policy, max_error_rate=rate)
+                                   progress=not args.no_progress, policy=policy, max_error_rate=rate,
+                                   keep_generations=keep)
         finally:
             runner.close()
         build_seconds = time.perf_counter() - t0
@@ -76,7 +80,12 @@ def format_summary(name: str, result: BuildResult, release: dict[str, dict[str, 
     out = [fmt(head), "  ".join("-" * w for w in widths), *map(fmt, lines)]
     counters = result.counters()
     if counters:
-        out.append("counters: " + ", ".join(f"{k}: {v}" for k, v in sorted(counters.items())))
+        out.append("counters (all rows, reused shards included): "
+                   + ", ".join(f"{k}: {v}" for k, v in sorted(counters.items())))
+    work = result.this_build()
+    fits = f"; global stages fitted: {', '.join(work['fits_ran'])}" if work["fits_ran"] else ""
+    out.append(f"this build: {work['shards_computed']} shard(s) computed, {work['shards_reused']} reused{fits}; "
+               + (", ".join(f"{k}: {v}" for k, v in work["counters"].items()) or "no counter fired"))
     out.append("release: " + "; ".join(f"{c} " + ", ".join(f"{s}={n}" for s, n in sp.items())
                                        for c, sp in release.items()))
     out.append(f"written to {out_dir} in {build_s + release_s:.1f} s (pipelines {build_s:.1f} s, "

@@ -417,3 +417,35 @@ def relative_inputs(fps: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[d
     rel = relative_paths(f["path"] for items in fps.values() for f in items if "path" in f)
     return {stage: [{**f, "path": rel[f["path"]]} if "path" in f else dict(f) for f in items]
             for stage, items in fps.items()}
+
+
+# ------------------------------------------------------------------------------------------------ per-item inputs
+
+
+def item_file_sha(path: str | os.PathLike[str] | None, memo: FingerprintMemo | None) -> str:
+    """The content sha256 of one item's input file (a video's WhisperX json, media or feature file) through the
+    memo (a ``stat`` and a look-up when unchanged), ``"-"`` when there is no such file: the building block of
+    :meth:`builders.core.step.Step.item_digest`. A path that exists but is not a regular file raises ``OSError``."""
+    if path is None:
+        return "-"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "-"
+    except OSError as e:
+        raise _os_error(e, "input", os.fsencode(path)) from e
+    if not stat_mod.S_ISREG(st.st_mode):
+        raise OSError(f"cannot fingerprint input {path}: not a regular file")
+    return file_fingerprint(path, memo)["sha256"]
+
+
+_OPEN_MEMOS: dict[str, FingerprintMemo] = {}
+
+
+def shared_memo(path: str | os.PathLike[str]) -> FingerprintMemo:
+    """One open :class:`FingerprintMemo` per path and process (runners call ``item_digest`` once a shard)."""
+    key = os.path.abspath(path)
+    memo = _OPEN_MEMOS.get(key)
+    if memo is None or memo._closed:
+        memo = _OPEN_MEMOS[key] = FingerprintMemo(key)
+    return memo

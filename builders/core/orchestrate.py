@@ -18,6 +18,8 @@ to its own stage folder and hands later steps a small JSON state that names them
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import sys
 import time
@@ -50,6 +52,12 @@ class StepStats:
     shards: int = 0
     cached_shards: int = 0
     fit: str = ""                 # global stage: "ran" or "cached"
+    #: counters of the shards computed in this run only (``counters`` also holds those replayed from cached shards)
+    counters_this_build: Counter = field(default_factory=Counter)
+
+    @property
+    def computed_shards(self) -> int:
+        return self.shards - self.cached_shards
 
     def add(self, s: dict[str, Any]) -> None:
         self.rows_in += int(s["rows_in"])
@@ -63,7 +71,9 @@ class StepStats:
         d = {"pipeline": self.pipeline, "rows_in": self.rows_in, "kept": self.kept,
              "dropped": dict(sorted(self.dropped.items())), "counters": dict(sorted(self.counters.items())),
              "seconds": round(self.seconds, 3), "wall_seconds": round(self.wall_seconds, 3),
-             "shards": self.shards, "cached_shards": self.cached_shards}
+             "shards": self.shards, "cached_shards": self.cached_shards,
+             "computed_shards": self.computed_shards,
+             "counters_this_build": dict(sorted(self.counters_this_build.items()))}
         if self.added:
             d["added"] = self.added
         if self.fit:
@@ -109,6 +119,18 @@ class BuildResult:
             c.update(s.counters)
         return c
 
+    def this_build(self) -> dict[str, Any]:
+        """The work this run did, apart from what it reused: shards computed and reused, global stages fitted and
+        reused, and the counters of the computed shards only (``llm_requests`` here means requests sent now)."""
+        counters: Counter = Counter()
+        for s in self.steps.values():
+            counters.update(s.counters_this_build)
+        return {"shards_computed": sum(s.computed_shards for s in self.steps.values()),
+                "shards_reused": sum(s.cached_shards for s in self.steps.values()),
+                "fits_ran": sorted(k for k, s in self.steps.items() if s.fit == "ran"),
+                "fits_reused": sorted(k for k, s in self.steps.items() if s.fit == "cached"),
+                "counters": dict(sorted(counters.items()))}
+
 
 def _progress(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
@@ -117,18 +139,25 @@ def _progress(total: int, desc: str, enabled: bool):
                 dynamic_ncols=True)
 
 
-def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress: bool) -> int:
-    """List the source into shards of ``pipeline.shard_size`` items; returns the shard count."""
+def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress: bool, content_key: str) -> int:
+    """List the source into shards of ``pipeline.shard_size`` items; returns the shard count.
+
+    ``content_key`` (the source's input files and side inputs) is recorded in ``_complete.json``. A source whose
+    rows carry their content (``Source.rows_carry_content``) has a stage folder keyed by its config alone: when its
+    inputs change it is listed again *into the same folder*, a shard whose items are unchanged gets the same bytes
+    and digest, and later stages redo only the shards whose items changed. Other sources key the folder by content
+    too, so a change lists them into a new folder."""
     marker = stage_dir / "_complete.json"
     if marker.exists():
-        n = json.loads(marker.read_text())["shards"]
-        for i in range(n):
-            stats.add(read_stats(stage_dir, i))
-        stats.shards = stats.cached_shards = n
-        return n
-    if stage_dir.exists():
-        shutil.rmtree(stage_dir)
-    stage_dir.mkdir(parents=True)
+        done = json.loads(marker.read_text())
+        if done.get("content_key", "") == content_key:
+            n = done["shards"]
+            for i in range(n):
+                stats.add(read_stats(stage_dir, i))
+            stats.shards = stats.cached_shards = n
+            return n
+        marker.unlink()  # listed again below; a kill meanwhile leaves no marker, so the next run lists again
+    stage_dir.mkdir(parents=True, exist_ok=True)
     source = pipeline.source
     t0 = time.perf_counter()
     n = 0
@@ -142,6 +171,7 @@ def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress:
         shard_stats = {"rows_in": records_in, "kept": len(rows), "dropped": dict(Counter(d.reason for d in drops)),
                        "counters": dict(counters), "seconds": round(time.perf_counter() - t0, 4)}
         stats.add(write_shard(stage_dir, n, rows, drops, shard_stats))
+        stats.counters_this_build.update(counters)
         n += 1
         rows, drops, counters, records_in = [], [], Counter(), 0
         t0 = time.perf_counter()
@@ -161,9 +191,21 @@ def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress:
                 flush()
         if records_in or counters or n == 0:
             flush()
-    write_json_file(marker, {"shards": n})
+    _remove_shards_from(stage_dir, n)
+    write_json_file(marker, {"shards": n, "content_key": content_key})
     stats.shards = n
     return n
+
+
+def _remove_shards_from(stage_dir: Path, n: int) -> None:
+    """Delete the shard files of index >= ``n`` (left by an earlier, longer listing of the same folder)."""
+    for p in stage_dir.glob("part-*"):
+        try:
+            i = int(p.name[5:10])
+        except ValueError:
+            continue
+        if i >= n:
+            p.unlink()
 
 
 def data_digest(data: StageData) -> str:
@@ -172,11 +214,14 @@ def data_digest(data: StageData) -> str:
 
 
 def _run_fit(step: Step, data: StageData, side: dict[str, StageData], out_dir: Path, work_dir: Path, runner,
-             st: StepStats) -> FitRecord:
-    """A global stage's ``fit``: cached in ``<stage>/_fit`` under the digests of its inputs, artefacts by path."""
+             st: StepStats, item_inputs: list[str] | None = None) -> FitRecord:
+    """A global stage's ``fit``: cached in ``<stage>/_fit`` under the digests of its inputs (and the content of its
+    per-item input files, which do not key the stage folder), artefacts by path."""
     fit_dir = out_dir / "_fit"
     artefacts = fit_dir / "artefacts"
     key = hash_obj(data_digest(data), {s: data_digest(d) for s, d in sorted(side.items())})
+    if item_inputs:
+        key = hash_obj(key, item_inputs)
     marker = fit_dir / "_complete.json"
     if marker.exists() and json.loads(marker.read_text(encoding="utf-8")).get("key") == key:
         st.fit = "cached"
@@ -242,8 +287,12 @@ def _check_error_rate(step: Step, st: StepStats, data: StageData, rate: float | 
 
 
 def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress: bool = True, log=print,
-                  policy: ExecPolicy | None = None, max_error_rate: float | None = None) -> BuildResult:
-    """Run ``pipelines`` in order (a source or step may read the final output of an earlier pipeline)."""
+                  policy: ExecPolicy | None = None, max_error_rate: float | None = None,
+                  keep_generations: int = 2) -> BuildResult:
+    """Run ``pipelines`` in order (a source or step may read the final output of an earlier pipeline).
+
+    Afterwards the stage folders this build did not use are garbage-collected down to ``keep_generations - 1``
+    earlier generations per stage (see :func:`collect_garbage`)."""
     policy = policy or ExecPolicy()
     work_dir = Path(work_dir)
     (work_dir / "cache").mkdir(parents=True, exist_ok=True)
@@ -251,6 +300,7 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
     outputs: dict[str, StageData] = {}
     output_fps: dict[str, str] = {}
     stage_dirs: list[tuple[str, StageData]] = []
+    used: list[Path] = []
     all_stats: dict[str, StepStats] = {}
     input_fps: dict[str, Any] = {}
     fits: dict[str, FitRecord] = {}
@@ -261,22 +311,30 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
             raise ValueError(f"{who} needs pipeline(s) {missing} to run before it")
         return {s: hash_obj(output_fps[s], data_digest(outputs[s])) for s in names}
 
-    def inputs_of(stage: str, obj: Source | Step) -> list[str]:
-        fps = [file_fingerprint(p, memo=memo) for p in obj.input_paths()]
+    def inputs_of(stage: str, obj: Source | Step) -> tuple[list[str], list[str]]:
+        """(shas of the inputs that key the whole stage, shas of the per-item inputs); all go to the manifest."""
+        paths = obj.input_paths()
+        fps = [file_fingerprint(p, memo=memo) for p in paths]
         if fps:
             input_fps[stage] = fps
-        return [f["sha256"] for f in fps]
+        whole = set(obj.stage_input_paths()) if isinstance(obj, Step) else set(paths)
+        return ([f["sha256"] for p, f in zip(paths, fps) if p in whole],
+                [f["sha256"] for p, f in zip(paths, fps) if p not in whole])
 
     for pipe in pipelines:
         src: Source = pipe.source
         sides = side_key(src.side_inputs, f"source {src.name!r} of {pipe.name!r}")
         src.side = {s: outputs[s] for s in src.side_inputs}
-        fp = hash_obj("source", src.name, src.version, src.cache_config(), inputs_of(src.name, src),
-                      pipe.shard_size, TOOLKIT_VERSION, sides)
+        # the folder is keyed by the source's config; its input contents and side inputs are listed again into it
+        fp = hash_obj("source", src.name, src.version, src.cache_config(), pipe.shard_size, TOOLKIT_VERSION)
+        content_key = hash_obj(inputs_of(src.name, src)[0], sides)
+        if not src.rows_carry_content:  # rows that only point into the inputs: new inputs, new folder
+            fp = hash_obj(fp, content_key)
         stage_dir = work_dir / pipe.name / f"00_{src.name}-{fp[:12]}"
+        used.append(stage_dir)
         st = all_stats.setdefault(src.name, StepStats(pipe.name))
         t0 = time.perf_counter()
-        n = _run_source(pipe, stage_dir, st, progress)
+        n = _run_source(pipe, stage_dir, st, progress, content_key)
         st.wall_seconds = time.perf_counter() - t0
         data = StageData(stage_dir, n)
         stage_dirs.append((src.name, data))
@@ -289,18 +347,21 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
                 if step.name in all_stats:
                     raise ValueError(f"duplicate stage name {step.name!r}")
                 sides = side_key(step.side_inputs, f"step {step.name!r} of {pipe.name!r}")
-                fp = hash_obj("step", fp, step.name, step.version, step.cache_config(), sides,
-                              inputs_of(step.name, step), TOOLKIT_VERSION)
+                whole, per_item = inputs_of(step.name, step)
+                fp = hash_obj("step", fp, step.name, step.version, step.cache_config(), sides, whole,
+                              TOOLKIT_VERSION)
                 out_dir = work_dir / pipe.name / f"{k + 1:02d}_{step.name}-{fp[:12]}"
                 out_dir.mkdir(parents=True, exist_ok=True)
+                used.append(out_dir)
                 st = all_stats.setdefault(step.name, StepStats(pipe.name, shards=n))
-                state = None
+                state, state_key = None, ""
                 if step.is_global:
                     rec = _run_fit(step, data, {s: outputs[s] for s in step.side_inputs}, out_dir, work_dir,
-                                   runner, st)
+                                   runner, st, per_item)
                     fits[step.name] = rec
-                    state = rec.state
-                tasks.append(StageTask(step, state, data.dir, out_dir, policy))
+                    state, state_key = rec.state, hash_obj(rec.state)
+                tasks.append(StageTask(step, state, data.dir, out_dir, policy, state_key=state_key,
+                                       memo_path=str(memo.path) if step.item_input_keys else ""))
                 stats_of.append(st)
                 data = StageData(out_dir, n)
                 datas.append(data)
@@ -313,6 +374,7 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
                     stats_of[k].cached_shards += int(cached)
                     if not cached:
                         stats_of[k].wall_seconds += float(s.get("seconds", 0.0))
+                        stats_of[k].counters_this_build.update(s.get("counters", {}))
                     _bar.update(1)
 
                 def fail(k: int, i: int, why: str) -> None:
@@ -328,4 +390,42 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
         outputs[pipe.name] = data
         output_fps[pipe.name] = fp
     memo.close()
+    collect_garbage(work_dir, used, keep_generations, log)
     return BuildResult(outputs, stage_dirs, all_stats, input_fps, fits)
+
+
+USED_MARKER = "_used"
+_STAGE_DIR = re.compile(r"^(?P<stage>\d{2}_.+)-[0-9a-f]{12}$")
+
+
+def collect_garbage(work_dir: Path, used: list[Path], keep_generations: int = 2, log=print) -> list[Path]:
+    """Delete superseded stage folders: per pipeline and stage position (``NN_<step>``), the folders this build used
+    stay, and of the others only the ``keep_generations - 1`` used most recently (an earlier config one may switch
+    back to). Edits of per-item inputs rewrite shards in place, so only config changes make new generations; this
+    bounds the work directory whatever the number of builds. Returns the folders deleted."""
+    if keep_generations < 1:
+        raise ValueError(f"keep_generations must be >= 1, got {keep_generations}")
+    now = time.time()
+    for d in used:
+        marker = d / USED_MARKER
+        marker.touch()
+        os.utime(marker, (now, now))
+    used_set = {d.resolve() for d in used}
+    removed: list[Path] = []
+    for pipe_dir in {d.parent for d in used}:
+        groups: dict[str, list[tuple[float, Path]]] = {}
+        for d in pipe_dir.iterdir():
+            m = _STAGE_DIR.match(d.name)
+            if not m or not d.is_dir() or d.is_symlink() or d.resolve() in used_set:
+                continue
+            marker = d / USED_MARKER
+            t = marker.stat().st_mtime if marker.exists() else d.stat().st_mtime
+            groups.setdefault(m["stage"], []).append((t, d))
+        for stage, items in groups.items():
+            for _, d in sorted(items, reverse=True)[keep_generations - 1:]:
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    if removed:
+        log(f"work directory: removed {len(removed)} superseded stage folder(s) "
+            f"(keeping {keep_generations - 1} earlier generation(s) a stage)")
+    return removed

@@ -48,6 +48,20 @@ class StageTask:
     in_dir: Path
     out_dir: Path
     policy: ExecPolicy = field(default_factory=ExecPolicy)
+    #: a digest of the fitted state: a shard computed under another state (a refitted global stage) is redone
+    state_key: str = ""
+    #: the build's fingerprint memo (``item_digest`` of steps with per-item inputs)
+    memo_path: str = ""
+
+    def item_digest(self, rows: list[dict]) -> str:
+        """The step's digest of the per-item inputs of ``rows`` ("" for a step without per-item inputs)."""
+        if not self.step.item_input_keys:
+            return ""
+        from .fingerprint import shared_memo
+
+        memo = shared_memo(self.memo_path) if self.memo_path else None
+        cols = self.step.item_columns()
+        return self.step.item_digest([{c: r.get(c) for c in cols} for r in rows], self.state, memo)
 
 
 # ---------------------------------------------------------------- one shard
@@ -135,6 +149,7 @@ def run_shard(task: StageTask, i: int) -> dict[str, Any]:
     step = task.step
     input_digest = read_stats(task.in_dir, i).get("digest", "")
     rows = read_rows(task.in_dir, i)
+    item_digest = task.item_digest(rows)
     out = Out(step.name)
     _process_isolated(step, rows, out, task.policy, i)
     added = _check_accounting(step, rows, out, i)
@@ -142,17 +157,26 @@ def run_shard(task: StageTask, i: int) -> dict[str, Any]:
              "counters": dict(out.counters), "seconds": round(time.perf_counter() - t0, 4)}
     if added:
         stats["added"] = added
+    if task.state_key:
+        stats["state_key"] = task.state_key
+    if item_digest:
+        stats["item_digest"] = item_digest
     return write_shard(task.out_dir, i, out.rows, out.drops, stats, input_digest=input_digest)
 
 
 def shard_is_done(task: StageTask, i: int) -> dict[str, Any] | None:
-    """The stats of shard ``i`` if it is finished, computed from the current input shard, and (under
-    ``--retry-errors``) has no ``step_error`` drop; else None."""
+    """The stats of shard ``i`` if it is finished, computed from the current input shard, under the current fitted
+    state and per-item inputs, and (under ``--retry-errors``) has no ``step_error`` drop; else None."""
     path = task.out_dir / f"{shard_name(i)}.stats.json"
     if not path.exists():
         return None
     stats = read_stats(task.out_dir, i)
     if stats.get("input_digest") != read_stats(task.in_dir, i).get("digest", ""):
+        return None
+    if stats.get("state_key", "") != task.state_key:
+        return None
+    if task.step.item_input_keys and stats.get("item_digest", "") != task.item_digest(
+            read_rows(task.in_dir, i, task.step.item_columns())):
         return None
     if task.policy.retry_errors and stats.get("dropped", {}).get(STEP_ERROR):
         return None

@@ -72,11 +72,14 @@ def shard_done(stage_dir: Path, i: int, input_digest: str | None = None) -> bool
 
 def read_rows(stage_dir: Path, i: int, columns: list[str] | None = None) -> list[Row]:
     path = stage_dir / f"{shard_name(i)}.parquet"
+    if columns is not None:  # read only the columns asked for (the file's other columns are never decoded)
+        names = set(pq.read_schema(path).names)
+        if not names:
+            return []
+        return pq.read_table(path, columns=[c for c in columns if c in names]).to_pylist()
     table = pq.read_table(path)
     if table.num_columns == 0:
         return []
-    if columns is not None:
-        table = table.select([c for c in columns if c in table.column_names])
     return table.to_pylist()
 
 

@@ -69,6 +69,12 @@ class Step:
     config_keys: ClassVar[tuple[str, ...] | None] = None
     #: config fields holding paths of files or directories the step reads: their contents key its cache
     input_keys: ClassVar[tuple[str, ...]] = ()
+    #: the subset of ``input_keys`` whose files feed rows one by one (a video's slice of ``raw_caption.json``, its
+    #: WhisperX file, media or feature file): their whole-file fingerprints go to the manifest and key ``fit``, but
+    #: not the stage folder; :meth:`item_digest` keys each shard instead, so an edit reruns only its shards
+    item_input_keys: ClassVar[tuple[str, ...]] = ()
+    #: the input columns :meth:`item_digest` reads (default: the id field)
+    item_fields: ClassVar[tuple[str, ...] | None] = None
     #: names of other pipelines whose final output ``fit`` reads
     side_inputs: ClassVar[tuple[str, ...]] = ()
     #: the step loads a model in ``setup`` (Ray runs it on an actor pool; ``teardown`` frees it)
@@ -91,6 +97,21 @@ class Step:
     def input_paths(self) -> list[Path]:
         """Files and directories whose contents this step's output depends on (fingerprinted, memoised)."""
         return [p for k in self.input_keys for p in _paths(getattr(self.cfg, k))]
+
+    def stage_input_paths(self) -> list[Path]:
+        """The input paths that key the whole stage (``input_paths`` less those of ``item_input_keys``)."""
+        item = {p for k in self.item_input_keys for p in _paths(getattr(self.cfg, k))}
+        return [p for p in self.input_paths() if p not in item]
+
+    def item_columns(self) -> list[str]:
+        return list(self.item_fields) if self.item_fields is not None else [self.id_field]
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        """A digest of the per-item inputs that ``rows`` (only :meth:`item_columns`) read, computed before ``setup``
+        from the config and the fitted ``state``: cheap (a ``stat`` and a memo look-up a file, no model). A shard
+        whose digest changed is redone. ``memo`` is a :class:`~builders.core.fingerprint.FingerprintMemo` (see
+        :func:`~builders.core.fingerprint.item_file_sha`). Default: no per-item inputs (``""``)."""
+        return ""
 
     def gpus(self) -> float:
         """GPUs this step needs per worker (a step may make it depend on its config, e.g. ``device``)."""
@@ -130,6 +151,11 @@ class Source:
     input_keys: ClassVar[tuple[str, ...]] = ()
     #: names of earlier pipelines whose final output ``read`` uses (as ``self.side[name]``); part of the cache key
     side_inputs: ClassVar[tuple[str, ...]] = ()
+    #: every row holds all that its item's input contributes (the values, or a content hash of the item's slice, not
+    #: only a path or an offset into a file): the source is then listed again *into the same stage folder* when its
+    #: inputs change, and later stages redo only the shards whose rows changed. False: an input change makes a new
+    #: stage folder, and every later stage runs again
+    rows_carry_content: ClassVar[bool] = False
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
