@@ -38,3 +38,19 @@ class GpuTag(Step):
         time.sleep(0.3)  # a shard takes a while, as on a real GPU: the pool's second actor gets work too
         for r in rows:
             out.keep({**r, "gpu": _gpu_ids(), "gpu_pid": os.getpid()})
+
+
+class NodeTag(Step):
+    """Records the Ray node each shard ran on (a slow shard, so that a pool's second actor gets work too)."""
+
+    name = "node_tag"
+    config_keys = ()
+    uses_model = True
+
+    def process(self, rows, out) -> None:
+        import ray
+
+        time.sleep(0.5)
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        for r in rows:
+            out.keep({**r, "node": node})
