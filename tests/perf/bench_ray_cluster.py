@@ -1,4 +1,5 @@
-"""Benchmark (not in the suite): Ray across processes that are really separate (issue 19 item 7), with the real build: a two-node
+"""Benchmark (not in the suite): Ray across processes that are really separate (issue 19 item 7), with the real
+build: a two-node Ray cluster on this machine (two
 raylets, each its own processes, as ``ray start`` makes them), the build CLI as a separate driver process with
 ``--engine ray --ray-address <addr>``, and a work directory every node sees. The release equals the local one."""
 
