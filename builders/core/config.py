@@ -6,6 +6,7 @@ Unknown keys, unreadable files and values of the wrong type are errors raised be
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -88,6 +89,8 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
                 raise ConfigError(f"{name}: expected a number, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{name}: expected a number, got {value!r}")
+        if not math.isfinite(value):  # a NaN threshold compares False with everything: it would switch a filter off
+            raise ConfigError(f"{name}: expected a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):

@@ -68,3 +68,27 @@ def test_float_values_in_exponent_notation_and_dotted_keys():
     assert c.labeler_lr == 1e-3 and c.mptva_gamma == 0.6
     with pytest.raises(ConfigError, match="expected a number"):
         apply_overrides(C(), {"labeler_lr": "fast"})
+
+
+def _float_keys(cfg_cls) -> list[str]:
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cfg_cls)
+    return [f.name for f in dataclasses.fields(cfg_cls)
+            if hints[f.name] is float or float in typing.get_args(hints[f.name])]
+
+
+@pytest.mark.parametrize("corpus", ["sieve_swap", "marc", "howtostep", "showhowto"])
+@pytest.mark.parametrize("raw", [".nan", ".inf", "-.inf", "nan", "inf", "-inf", "1e999"])
+def test_every_float_key_refuses_nan_and_infinities(corpus, raw):
+    """Issue 20: ``--set max_duration=.nan`` used to switch the 10-minute filter off; every float key refuses
+    non-finite values, from YAML (``.nan``) and from strings (``nan``, ``1e999``) alike."""
+    import importlib
+
+    cfg_cls = importlib.import_module(f"builders.corpora.{corpus}").Config
+    keys = _float_keys(cfg_cls)
+    assert keys, f"{corpus} has float keys"
+    for key in keys:
+        with pytest.raises(ConfigError, match=f"{key}: expected a finite number"):
+            apply_overrides(cfg_cls(), parse_sets([f"{key}={raw}"]))
