@@ -1,7 +1,7 @@
 """Work-directory shards: rows, drops and per-shard statistics written atomically, read back lazily.
 
-A finished shard ``part-00003`` of a stage is three files: ``part-00003.parquet`` (kept rows),
-``part-00003.drops.parquet`` and ``part-00003.stats.json``, the last written last, so its presence marks the
+A finished shard ``part-00003`` of a stage is ``part-00003.parquet`` (kept rows), ``part-00003.drops.parquet`` (only
+when the shard dropped something) and ``part-00003.stats.json``, the last written last, so its presence marks the
 shard complete (a killed build leaves no half shard behind: files are written to hidden temp names, then renamed).
 
 ``stats.json`` records the shard's ``digest`` (sha256 of its rows file) and the ``input_digest`` of the shard it was
@@ -50,8 +50,11 @@ def write_shard(stage_dir: Path, i: int, rows: list[Row], drops: list[Drop], sta
     stage_dir.mkdir(parents=True, exist_ok=True)
     base = stage_dir / shard_name(i)
     digest = _atomic_parquet(pa.Table.from_pylist(rows) if rows else pa.table({}), base.with_suffix(".parquet"))
-    dtable = pa.Table.from_pylist([d.as_dict() for d in drops], schema=DROP_SCHEMA)
-    _atomic_parquet(dtable, Path(f"{base}.drops.parquet"))
+    drops_path = Path(f"{base}.drops.parquet")
+    if drops:  # most shards drop nothing: no file then (fewer files in the work directory)
+        _atomic_parquet(pa.Table.from_pylist([d.as_dict() for d in drops], schema=DROP_SCHEMA), drops_path)
+    else:
+        drops_path.unlink(missing_ok=True)  # a redone shard that no longer drops anything
     stats = {**stats, "digest": digest, "input_digest": input_digest}
     write_json_file(Path(f"{base}.stats.json"), stats)
     return stats
@@ -84,7 +87,11 @@ def read_rows(stage_dir: Path, i: int, columns: list[str] | None = None) -> list
 
 
 def read_drops(stage_dir: Path, i: int) -> list[dict[str, str]]:
-    return pq.read_table(stage_dir / f"{shard_name(i)}.drops.parquet").to_pylist()
+    """The drops of a finished shard (none when it has no drops file)."""
+    path = stage_dir / f"{shard_name(i)}.drops.parquet"
+    if not path.exists():
+        return []
+    return pq.read_table(path).to_pylist()
 
 
 def read_stats(stage_dir: Path, i: int) -> dict[str, Any]:

@@ -53,7 +53,7 @@ def calibrate_sim_threshold(segments: Iterable[tuple[str, int, str]], pool_texts
 def _complete_stage(work_dir: Path, pattern: str) -> StageData:
     """The newest stage directory matching ``pattern`` whose shards are all finished."""
     for d in sorted(work_dir.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True):
-        n = len(list(d.glob("part-*.parquet"))) - len(list(d.glob("part-*.drops.parquet")))
+        n = sum(1 for p in d.glob("part-*.parquet") if not p.name.endswith(".drops.parquet"))
         if n and len(list(d.glob("part-*.stats.json"))) == n:
             return StageData(d, n)
     raise FileNotFoundError(f"no finished {pattern} stage under {work_dir}: run the build first")
