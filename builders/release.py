@@ -7,6 +7,12 @@ Layout (releases.md §1)::
     <root>/<config>/<split>-00000-of-00002.parquet
     <root>/<config>/<split>-00001-of-00002.parquet
 
+Shards are streamed: ``write_split_stream`` takes an iterator of rows (a generator over the final work shards) and
+holds one batch and one row group in memory, never a split. A build writes its release into its own staging folder
+beside ``<root>`` and swaps it into place under an exclusive lock (``release_lock``, ``publish``); a swap killed
+half-way is undone or finished by ``recover_swap``. ``up_to_date_release`` tells, from ``manifest.json`` and the
+Parquet footers alone, that a release in place is the one a build would write.
+
 Publishing to the Hub is not done here.
 """
 
@@ -14,17 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
+import json
 import math
 import os
 import re
 import string
+import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Dataset, Features, SplitDict, SplitInfo
+from datasets import Features, SplitDict, SplitInfo
 from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.table import embed_table_storage
 from datasets.utils.metadata import MetadataConfigs
@@ -35,15 +45,25 @@ from .core.atomic import atomic_path, atomic_write_bytes, atomic_write_json
 __all__ = [
     "FINGERPRINT_FIELD",
     "ReleaseGateError",
+    "ReleaseLocked",
+    "clean_stale_stages",
     "config_fingerprint",
+    "encode_rows",
     "gate",
+    "publish",
+    "recover_swap",
+    "release_lock",
     "render_card",
     "shard_name",
     "size_category",
     "split_info",
+    "stage_release",
+    "up_to_date_release",
+    "write_drops",
     "write_json_atomic",
     "write_readme",
     "write_split",
+    "write_split_stream",
 ]
 
 _SHARD_RE = re.compile(r"^(?P<split>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.parquet$")
@@ -86,22 +106,207 @@ def _quiet() -> Iterator[None]:
             ds_utils.enable_progress_bars()
 
 
-def _to_dataset(rows: list[dict], features: Features) -> Dataset:
-    """``Dataset.from_list`` with the declared features; an empty list gives an empty table with the schema."""
-    if not rows:
-        return Dataset.from_dict({k: [] for k in features}, features=features)
-    return Dataset.from_list(rows, features=features)
+#: rows encoded into one Arrow batch (datasets' ``DEFAULT_MAX_BATCH_SIZE``); configs with media use ``MEDIA_BATCH_ROWS``
+ENCODE_BATCH_ROWS = 1000
+MEDIA_BATCH_ROWS = 100
+#: a row group closes at this many rows or this many Arrow bytes, whichever comes first
+ROW_GROUP_ROWS = 100_000
+ROW_GROUP_BYTES = 64 << 20
+#: a shard closes at ``max_rows_per_shard`` rows or at this many (uncompressed Arrow) bytes (releases.md §1: ~500 MB)
+MAX_SHARD_BYTES = 500 << 20
+
+RowSource = Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]
+"""Rows of one split: an iterable, or a zero-argument callable returning an iterator (called exactly once)."""
+
+_PART_RE = re.compile(r"^\.(?P<split>.+)-(?P<i>\d{5})\.parquet\.part$")
 
 
-def _check_rows(rows: list[dict], features: Features) -> None:
+def _check_batch(rows: list[Mapping[str, Any]], want: set[str], offset: int) -> None:
     """Every row must have exactly the declared top-level fields (ARCHITECTURE.md: rows match the Features)."""
-    want = set(features)
-    for idx, row in enumerate(rows):
+    for idx, row in enumerate(rows, offset):
         keys = set(row)
         if keys != want:
             raise ValueError(
                 f"row {idx} does not match the features: missing {sorted(want - keys)}, unexpected {sorted(keys - want)}"
             )
+
+
+def _has_media(features: Features) -> bool:
+    from datasets.features.features import require_storage_embed
+
+    return any(require_storage_embed(f) for f in features.values())
+
+
+def encode_rows(rows: list[Mapping[str, Any]], features: Features, *, embed: bool | None = None) -> pa.Table:
+    """A batch of rows as an Arrow table of ``features.arrow_schema``, columns in the declared order.
+
+    The same encoding as ``Dataset.from_list(rows, features=features)`` (``Features.encode_column`` and
+    ``OptimizedTypedSequence``), then ``embed_table_storage`` when a feature holds media (an ``Image`` given by path
+    gets its bytes, releases.md §2).
+    """
+    from datasets.arrow_writer import OptimizedTypedSequence
+
+    schema = features.arrow_schema
+    arrays = [pa.array(OptimizedTypedSequence(features.encode_column([r[k] for r in rows], k), type=features[k], col=k))
+              for k in features]
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    if _has_media(features) if embed is None else embed:
+        table = embed_table_storage(table)
+    return table
+
+
+class _ShardFile:
+    """One Parquet file written batch by batch with the writer options of ``Dataset.to_parquet`` (content-defined
+    chunking, page index, per-column compression and dictionary options); row groups are bounded in rows and bytes."""
+
+    def __init__(self, path: Path, features: Features) -> None:
+        from datasets import config as ds_config
+        from datasets.arrow_writer import get_parquet_column_options
+
+        self.path = path
+        self.schema = features.arrow_schema
+        self._cdc = ds_config.DEFAULT_CDC_OPTIONS
+        self._writer = pq.ParquetWriter(str(path), schema=self.schema, use_content_defined_chunking=self._cdc,
+                                        write_page_index=True, **get_parquet_column_options(features, self.schema))
+        self._buffer: list[pa.Table] = []
+        self._buffer_rows = self._buffer_bytes = 0
+        self.rows = self.bytes = 0
+
+    def add(self, table: pa.Table) -> None:
+        self._buffer.append(table)
+        self._buffer_rows += table.num_rows
+        self._buffer_bytes += table.nbytes
+        self.rows += table.num_rows
+        self.bytes += table.nbytes
+        if self._buffer_rows >= ROW_GROUP_ROWS or self._buffer_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            table = pa.concat_tables(self._buffer)
+            self._writer.write_table(table, row_group_size=table.num_rows)
+        self._buffer, self._buffer_rows, self._buffer_bytes = [], 0, 0
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.add_key_value_metadata({"content_defined_chunking": json.dumps(self._cdc)})
+        self._writer.close()
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def _check_names(config: str, split: str) -> None:
+    if "/" in split or "/" in config or not split or not config or split.startswith("."):
+        raise ValueError(f"bad config/split name {config!r}/{split!r}")
+
+
+def _remove_parts(folder: Path, split: str) -> None:
+    """Temp files of ``split`` left by an interrupted write (this writer's ``.part`` files, older ``.tmp`` files)."""
+    for p in folder.iterdir():
+        m = _PART_RE.match(p.name)
+        if m and m["split"] == split:
+            p.unlink()
+        elif p.name.startswith(".") and p.name.endswith(".parquet.tmp"):
+            m = _SHARD_RE.match(p.name[1:-4])
+            if m and m["split"] == split:
+                p.unlink()
+
+
+def write_split_stream(
+    root: str | os.PathLike,
+    config: str,
+    split: str,
+    rows: RowSource,
+    features: Features,
+    max_rows_per_shard: int = 50_000,
+    *,
+    max_bytes_per_shard: int | None = MAX_SHARD_BYTES,
+    batch_rows: int | None = None,
+    keep_empty: bool = True,
+) -> list[Path]:
+    """Stream ``rows`` into ``<root>/<config>/<split>-{i:05d}-of-{n:05d}.parquet`` (releases.md §1, §6).
+
+    Rows are taken ``batch_rows`` at a time (1,000; 100 when a feature holds media), checked against the features,
+    encoded to Arrow (``encode_rows``) and appended to the open shard; a shard closes after ``max_rows_per_shard``
+    rows or once it holds ``max_bytes_per_shard`` Arrow bytes. Memory holds one batch and one row group (at most
+    ``ROW_GROUP_ROWS`` rows / ``ROW_GROUP_BYTES``), never the split. Shards are written to hidden
+    ``.<split>-{i:05d}.parquet.part`` files and renamed to their final names once ``n`` is known; then any other shard
+    of this split (an earlier layout) is gone. The same rows in the same order give byte-identical files.
+
+    No rows give one valid, empty shard with ``keep_empty`` (``datasets`` cannot load it: ``gate`` rejects it), or no
+    file at all without it. ``rows`` may be a zero-argument callable returning the iterator. Returns the shard paths.
+    """
+    if max_rows_per_shard < 1:
+        raise ValueError(f"max_rows_per_shard must be >= 1, got {max_rows_per_shard}")
+    _check_names(config, split)
+    folder = Path(root) / config
+    folder.mkdir(parents=True, exist_ok=True)
+    _remove_parts(folder, split)
+    embed = _has_media(features)
+    size = batch_rows or (MEDIA_BATCH_ROWS if embed else ENCODE_BATCH_ROWS)
+    want = set(features)
+    source = iter(rows() if callable(rows) else rows)
+    parts: list[Path] = []
+    shard: _ShardFile | None = None
+    seen = 0
+    try:
+        while True:
+            room = max_rows_per_shard - (shard.rows if shard else 0)
+            batch = list(itertools.islice(source, min(size, room)))
+            if not batch:
+                break
+            _check_batch(batch, want, seen)
+            seen += len(batch)
+            if shard is None:
+                shard = _ShardFile(folder / f".{split}-{len(parts):05d}.parquet.part", features)
+                parts.append(shard.path)
+            shard.add(encode_rows(batch, features, embed=embed))
+            if shard.rows >= max_rows_per_shard or (max_bytes_per_shard and shard.bytes >= max_bytes_per_shard):
+                shard.close()
+                shard = None
+        if shard is not None:
+            shard.close()
+            shard = None
+        if not parts and keep_empty:
+            empty = _ShardFile(folder / f".{split}-00000.parquet.part", features)
+            empty.close()
+            parts.append(empty.path)
+    except BaseException:
+        if shard is not None:
+            shard.abort()
+        for p in parts:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        raise
+    n = len(parts)
+    finals = [folder / shard_name(split, i, n) for i in range(n)]
+    for shards in _split_shards(folder, split).values():
+        for _, p in shards:
+            if p not in finals:
+                p.unlink()
+    for part, final in zip(parts, finals):
+        os.replace(part, final)
+    return finals
+
+
+def _write_one_shard(path: Path, rows: list[Mapping[str, Any]], features: Features) -> None:
+    """``rows`` as the single Parquet file ``path`` (hidden temp name, then renamed)."""
+    embed = _has_media(features)
+    size = MEDIA_BATCH_ROWS if embed else ENCODE_BATCH_ROWS
+    tmp = path.with_name(f".{path.name}.tmp")  # leading dot: invisible to data_files globs
+    shard = _ShardFile(tmp, features)
+    try:
+        for k in range(0, len(rows), size):
+            shard.add(encode_rows(list(rows[k:k + size]), features, embed=embed))
+        shard.close()
+    except BaseException:
+        shard.abort()
+        raise
+    os.replace(tmp, path)
 
 
 def write_split(
@@ -113,47 +318,36 @@ def write_split(
     max_rows_per_shard: int = 50_000,
     resume: bool = False,
 ) -> list[Path]:
-    """Write ``rows`` as ``<root>/<config>/<split>-{i:05d}-of-{n:05d}.parquet`` (releases.md §6).
+    """Write a list of ``rows`` as ``<root>/<config>/<split>-{i:05d}-of-{n:05d}.parquet`` (releases.md §6).
 
-    ``n = max(1, ceil(len(rows) / max_rows_per_shard))`` is fixed before writing and shard ``i`` holds
-    ``rows[i*max_rows_per_shard:(i+1)*max_rows_per_shard]``, so identical input gives byte-identical files.
-    Each shard goes to a hidden ``.<name>.tmp`` and is renamed into place. An empty ``rows`` gives one valid,
-    empty shard, but ``datasets`` cannot load an empty split, so ``gate`` rejects it: leave such a split out. With ``resume=True`` a shard whose final
-    file exists is skipped. Shards of the same split with a different ``n`` (a stale earlier layout) are removed.
-    Returns the shard paths in order.
+    A thin wrapper over ``write_split_stream`` for rows already in memory: ``n = max(1, ceil(len(rows) /
+    max_rows_per_shard))`` and shard ``i`` holds ``rows[i*max_rows_per_shard:(i+1)*max_rows_per_shard]`` (no byte
+    limit), so identical input gives byte-identical files. An empty ``rows`` gives one valid, empty shard, but
+    ``datasets`` cannot load an empty split, so ``gate`` rejects it: leave such a split out. With ``resume=True`` a
+    shard whose final file exists is skipped and only the missing ones are written. Shards of the same split with a
+    different ``n`` (a stale earlier layout) are removed. Returns the shard paths in order.
     """
+    if not resume:
+        return write_split_stream(root, config, split, rows, features, max_rows_per_shard, max_bytes_per_shard=None)
     if max_rows_per_shard < 1:
         raise ValueError(f"max_rows_per_shard must be >= 1, got {max_rows_per_shard}")
-    if "/" in split or "/" in config or not split or not config:
-        raise ValueError(f"bad config/split name {config!r}/{split!r}")
-    _check_rows(rows, features)
+    _check_names(config, split)
+    _check_batch(rows, set(features), 0)
     folder = Path(root) / config
     folder.mkdir(parents=True, exist_ok=True)
     size = max_rows_per_shard
     n = max(1, math.ceil(len(rows) / size))
-
     for other_n, shards in _split_shards(folder, split).items():
         if other_n != n:
             for _, p in shards:
                 p.unlink()
-    for p in folder.iterdir():  # temp files of an interrupted run with another layout
-        if p.name.startswith(f".{split}-") and p.name.endswith(".parquet.tmp"):
-            m = _SHARD_RE.match(p.name[1:-4])
-            if m and m["split"] == split and int(m["n"]) != n:
-                p.unlink()
-
+    _remove_parts(folder, split)
     paths: list[Path] = []
     for i in range(n):
         final = folder / shard_name(split, i, n)
         paths.append(final)
-        if resume and final.exists():
-            continue
-        tmp = folder / f".{final.name}.tmp"  # leading dot: invisible to data_files globs
-        with _quiet():
-            ds = _to_dataset(rows[i * size : (i + 1) * size], features)
-            ds = ds.with_format("arrow").map(embed_table_storage, batched=True).with_format(None)
-            ds.to_parquet(str(tmp))
-        os.replace(tmp, final)
+        if not final.exists():
+            _write_one_shard(final, rows[i * size:(i + 1) * size], features)
     return paths
 
 
@@ -339,6 +533,7 @@ def gate(
     features_by_config: Mapping[str, Features],
     splits_by_config: Mapping[str, list[str]],
     default_config: str,
+    cache_dir: str | os.PathLike | None = None,
 ) -> dict[str, dict[str, int]]:
     """The release gate of releases.md §5, run before any upload. Returns ``{config: {split: num_rows}}``.
 
@@ -348,6 +543,11 @@ def gate(
        row counts for every config, the config names are exactly the expected ones, and
        ``datasets.inspect.get_dataset_default_config_name(<root>)`` is ``default_config``.
     Raises ``ReleaseGateError`` naming the first failure.
+
+    ``load_dataset`` converts the shards batch by batch into memory-mapped Arrow files under ``cache_dir`` (a fresh
+    temp folder inside it, removed afterwards; the system temp folder by default) and only their features and row
+    counts are read: no row is materialised in Python. Give a ``cache_dir`` on the release's filesystem for large
+    releases: the Arrow copy is about as large as the uncompressed release.
     """
     from datasets import get_dataset_config_names, load_dataset
     from datasets.inspect import get_dataset_default_config_name
@@ -375,7 +575,8 @@ def gate(
             raise ReleaseGateError(f"unexpected non-hidden entries in {cfg}/: {strays}")
 
     got: dict[str, dict[str, int]] = {}
-    with _quiet(), _hub_offline(), tempfile.TemporaryDirectory(prefix="release-gate-") as cache_dir:
+    with _quiet(), _hub_offline(), tempfile.TemporaryDirectory(
+            prefix="release-gate-", dir=None if cache_dir is None else str(cache_dir)) as gate_cache:
         try:
             names = sorted(get_dataset_config_names(str(root)))
             default = get_dataset_default_config_name(str(root))
@@ -387,7 +588,7 @@ def gate(
             raise ReleaseGateError(f"default config is {default!r}, expected {default_config!r}")
         for cfg, splits in splits_by_config.items():
             try:
-                dd = load_dataset(str(root), cfg, cache_dir=cache_dir)
+                dd = load_dataset(str(root), cfg, cache_dir=gate_cache)
             except Exception as e:  # noqa: BLE001
                 raise ReleaseGateError(f"load_dataset({str(root)!r}, {cfg!r}) failed: {type(e).__name__}: {e}") from e
             if sorted(dd) != sorted(splits):
@@ -502,29 +703,190 @@ def stats_tables(stats: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def write_drops(path: str | os.PathLike, result: Any) -> int:
-    """``drops.parquet`` (``item_id, stage, reason, detail``) of a build result, written atomically; returns rows."""
-    import pyarrow as pa
+#: drops per Parquet batch of ``write_drops``
+DROPS_BATCH_ROWS = 50_000
 
+
+def write_drops(path: str | os.PathLike, result: Any) -> int:
+    """``drops.parquet`` (``item_id, stage, reason, detail``) of a build result, streamed from ``result.drops()`` in
+    batches of ``DROPS_BATCH_ROWS`` and written atomically; returns the number of rows."""
     from .core.shards import DROP_SCHEMA
 
     path = Path(path)
-    table = pa.Table.from_pylist(list(result.drops()), schema=DROP_SCHEMA)
+    n = 0
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
-    return table.num_rows
+        writer = pq.ParquetWriter(str(tmp), schema=DROP_SCHEMA)
+        try:
+            it = iter(result.drops())
+            while batch := list(itertools.islice(it, DROPS_BATCH_ROWS)):
+                writer.write_table(pa.Table.from_pylist(batch, schema=DROP_SCHEMA))
+                n += len(batch)
+        finally:
+            writer.close()
+    return n
+
+
+# ------------------------------------------------------------------------------- staging, lock, swap, recovery
+#
+#   <out>/<corpus>/                              the release in place
+#   <out>/.<corpus>.lock                         flock'ed by the build that writes or swaps the release
+#   <out>/.<corpus>.incomplete/<owner>/          a build's staging folder, <owner> = <host>-<pid>-<random>
+#   <out>/.<corpus>.incomplete/<owner>.scratch/  its scratch space (external sorts, the gate's datasets cache)
+#   <out>/.<corpus>.old/                         the previous release, only during (or after a kill in) a swap
+
+
+class ReleaseLocked(RuntimeError):
+    """Another build holds the release lock and the caller asked not to wait."""
+
+
+def _host() -> str:
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"
+
+
+def staging_root(out_dir: str | os.PathLike) -> Path:
+    """The hidden folder beside ``out_dir`` that holds the staging folders of builds: ``.<name>.incomplete``."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(f".{out_dir.name}.incomplete")
+
+
+def lock_path(out_dir: str | os.PathLike) -> Path:
+    """The lock file beside ``out_dir``: ``.<name>.lock`` (hidden, never uploaded)."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(f".{out_dir.name}.lock")
+
+
+def old_path(out_dir: str | os.PathLike) -> Path:
+    """Where ``publish`` keeps the previous release during a swap: ``.<name>.old``."""
+    out_dir = Path(out_dir)
+    return out_dir.with_name(f".{out_dir.name}.old")
 
 
 def stage_release(out_dir: str | os.PathLike) -> Path:
-    """An empty hidden sibling ``.<name>.incomplete`` of ``out_dir`` to write a release into (see ``publish``)."""
-    import shutil
+    """A new, empty staging folder owned by this build: ``.<name>.incomplete/<host>-<pid>-<random>`` (see ``publish``).
 
-    out_dir = Path(out_dir)
-    stage = out_dir.with_name(f".{out_dir.name}.incomplete")
-    if stage.exists():
-        shutil.rmtree(stage)
+    Unique per build, so two builds into the same ``--out`` never write into (or delete) each other's files.
+    """
+    import secrets
+
+    stage = staging_root(out_dir) / f"{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
     stage.mkdir(parents=True)
     return stage
+
+
+def scratch_dir(stage: str | os.PathLike) -> Path:
+    """The scratch folder of a staging folder (``<owner>.scratch``), created on first use."""
+    stage = Path(stage)
+    path = stage.with_name(f"{stage.name}.scratch")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def clean_stale_stages(out_dir: str | os.PathLike) -> list[Path]:
+    """Remove staging folders whose owner is gone; returns what was removed. Call it holding ``release_lock``.
+
+    An entry of ``.<name>.incomplete`` named ``<host>-<pid>-<random>`` (or ``...scratch``) is stale when ``<host>`` is
+    this machine and process ``<pid>`` is this one (an earlier, failed release of the same process) or no longer runs.
+    Entries of other machines are left alone. Anything else in there is a leftover of the single staging folder of
+    earlier toolkit versions and is removed. The folder itself goes when it is empty.
+    """
+    import shutil
+
+    root = staging_root(out_dir)
+    if not root.is_dir():
+        return []
+    removed = []
+    host = _host()
+    for p in sorted(root.iterdir()):
+        base = p.name.split(".", 1)[0]
+        parts = base.rsplit("-", 2)
+        if len(parts) == 3 and parts[1].isdigit():
+            owner_host, pid = parts[0], int(parts[1])
+            if owner_host != host or (pid != os.getpid() and _pid_alive(pid)):
+                continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        removed.append(p)
+    with contextlib.suppress(OSError):
+        root.rmdir()
+    return removed
+
+
+def discard_stage(stage: str | os.PathLike) -> None:
+    """Remove a staging folder and its scratch folder, and the staging root when nothing else is in it."""
+    import shutil
+
+    stage = Path(stage)
+    for p in (stage, stage.with_name(f"{stage.name}.scratch")):
+        shutil.rmtree(p, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        stage.parent.rmdir()
+
+
+@contextlib.contextmanager
+def release_lock(out_dir: str | os.PathLike, *, wait: bool = True) -> Iterator[Path]:
+    """Hold the exclusive lock of the release at ``out_dir`` (``fcntl.flock`` on ``.<name>.lock``) in the block.
+
+    A second build into the same ``--out`` waits for the first one to release it (and says so on stderr), or, with
+    ``wait=False``, raises ``ReleaseLocked``. The lock goes with the process: a killed build never leaves it held.
+    The lock file holds the owner's ``<host> <pid>`` for that message and is never deleted (deleting a lock file
+    races with a process that has just opened it). Without ``fcntl`` (Windows) the block runs unlocked.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield lock_path(out_dir)
+        return
+    path = lock_path(out_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown process"
+            if not wait:
+                raise ReleaseLocked(f"another build ({holder}) is writing the release {out_dir}") from None
+            print(f"another build ({holder}) is writing the release {out_dir}: waiting for it to finish",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{_host()} pid {os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def recover_swap(out_dir: str | os.PathLike) -> str | None:
+    """Finish or undo a swap that a killed ``publish`` left half done; returns what it did, or ``None``.
+
+    ``.<name>.old`` without ``<name>``: the build was killed between the two renames, so the previous release is
+    renamed back (``"restored"``). Both present: the new release was already in place and only the removal of the
+    old one was cut short (``"removed"``). Call it holding ``release_lock``.
+    """
+    out_dir = Path(out_dir)
+    old = old_path(out_dir)
+    if not (old.exists() or old.is_symlink()):
+        return None
+    if out_dir.exists() or out_dir.is_symlink():
+        _remove(old)
+        return "removed"
+    os.replace(old, out_dir)
+    return "restored"
 
 
 def _remove(path: Path) -> None:
@@ -540,18 +902,18 @@ def publish(stage: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Move a finished staged release into place, replacing an older release of the same name.
 
     The old release is kept until the new one is in place: ``out_dir`` is renamed to the hidden sibling
-    ``.<name>.old`` (a leftover of that name is removed first), ``stage`` is renamed to ``out_dir``, and only then the
-    old release is deleted. If the second rename fails, the old release is renamed back to ``out_dir`` and the error
-    is raised. So ``out_dir`` holds the old or the new release at every point except the moment between the two renames.
-    A failure to delete the old copy at the end only warns, because the new release is already in place. The next
-    ``publish`` removes what is left.
+    ``.<name>.old``, ``stage`` is renamed to ``out_dir``, and only then the old release is deleted. If the second
+    rename fails, the old release is renamed back to ``out_dir`` and the error is raised. A process killed between the
+    two renames leaves ``.<name>.old`` and no ``out_dir``: ``recover_swap`` (run first here, and by every build and the
+    ``loading_scripts`` loaders) renames it back, so ``out_dir`` always ends up holding a complete release. A failure
+    to delete the old copy at the end only warns, because the new release is already in place; the next build
+    removes what is left. Run it holding ``release_lock``.
     """
     import warnings
 
     stage, out_dir = Path(stage), Path(out_dir)
-    old = out_dir.with_name(f".{out_dir.name}.old")
-    if old.exists() or old.is_symlink():
-        _remove(old)
+    old = old_path(out_dir)
+    recover_swap(out_dir)
     had_old = out_dir.exists() or out_dir.is_symlink()
     if had_old:
         os.replace(out_dir, old)
@@ -567,4 +929,67 @@ def publish(stage: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
         except OSError as e:
             warnings.warn(f"published {out_dir}, but could not delete the previous release at {old}: {e}",
                           RuntimeWarning, stacklevel=2)
+    if stage.parent == staging_root(out_dir):
+        with contextlib.suppress(OSError):  # the staging root goes once no other build stages there
+            stage.parent.rmdir()
     return out_dir
+
+
+# ------------------------------------------------------------------------------------- an up-to-date release
+
+RELEASE_KEY_FIELD = "release_key"
+RELEASE_FILES_FIELD = "release_files"
+RELEASE_ROWS_FIELD = "release_rows"
+
+
+def release_listing(root: str | os.PathLike) -> dict[str, int | None]:
+    """What ``up_to_date_release`` checks later: ``README.md`` and every Parquet shard of a config folder with their
+    sizes in bytes, plus every other top-level entry by name (size ``None``; ``manifest.json`` left out)."""
+    root = Path(root)
+    out: dict[str, int | None] = {}
+    for p in sorted(root.iterdir()):
+        if p.name.startswith(".") or p.name == "manifest.json":
+            continue
+        if p.name == "README.md":
+            out[p.name] = p.stat().st_size
+        elif p.is_dir() and any(_SHARD_RE.match(q.name) for q in p.iterdir()):
+            for q in sorted(p.iterdir()):
+                if _SHARD_RE.match(q.name):
+                    out[f"{p.name}/{q.name}"] = q.stat().st_size
+        else:
+            out[p.name] = None
+    return out
+
+
+def up_to_date_release(out_dir: str | os.PathLike, key: str) -> dict[str, dict[str, int]] | None:
+    """``{config: {split: rows}}`` of the release at ``out_dir`` when its ``manifest.json`` carries ``release_key ==
+    key`` and every file it lists is present (shards and ``README.md`` with their recorded sizes); else ``None``.
+
+    Reads the manifest and the Parquet footers only: seconds at any size.
+    """
+    out_dir = Path(out_dir)
+    try:
+        man = json.loads((out_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    listing = man.get(RELEASE_FILES_FIELD) if isinstance(man, dict) else None
+    if man.get(RELEASE_KEY_FIELD) != key or not isinstance(listing, dict) or "README.md" not in listing:
+        return None
+    counts: dict[str, dict[str, int]] = {}
+    for rel, size in listing.items():
+        p = out_dir / rel
+        if not p.exists() or (size is not None and (not p.is_file() or p.stat().st_size != size)):
+            return None
+        cfg, _, name = rel.partition("/")
+        m = _SHARD_RE.match(name) if name else None
+        if m:
+            try:
+                rows = pq.ParquetFile(p).metadata.num_rows
+            except Exception:  # noqa: BLE001 - an unreadable shard means the release must be rewritten
+                return None
+            counts.setdefault(cfg, {})
+            counts[cfg][m["split"]] = counts[cfg].get(m["split"], 0) + rows
+    recorded = man.get(RELEASE_ROWS_FIELD)
+    if recorded != counts:  # dict equality: the same configs, splits and row counts (the order is the manifest's)
+        return None
+    return {c: dict(sp) for c, sp in recorded.items()}

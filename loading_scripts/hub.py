@@ -3,7 +3,8 @@
 ``resolve(corpus, repo=None, revision=None)`` picks, in order:
 
 1. the local folder ``./<corpus>`` (what ``python -m builders.build <corpus>`` writes in the current directory),
-   unless a ``repo`` or a ``revision`` is asked for (a local folder has no versions);
+   unless a ``repo`` or a ``revision`` is asked for (a local folder has no versions); a release whose swap a killed
+   build left half done (``./.<corpus>.old`` and no ``./<corpus>``) is renamed back first;
 2. the Hub repo ``repo=`` (``"org/name"``);
 3. ``<PROCVID_HUB_ORG>/<corpus>`` when the environment variable ``PROCVID_HUB_ORG`` is set;
 4. the corpus's default repo ``<DEFAULT_ORG>/<corpus>``.
@@ -24,9 +25,45 @@ DEFAULT_ORG = "procvid-corpora"
 _SEMVER = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 
 
+def restore_interrupted_swap(folder: str | os.PathLike) -> bool:
+    """Rename ``.<name>.old`` back to ``<name>`` when a build was killed between the two renames of its release swap
+    (``builders.release.publish``) and left no ``<name>``; returns whether it did.
+
+    Done under the build's release lock (``.<name>.lock``, taken without waiting): while a build holds it, the swap
+    is in progress and is left alone. Without ``fcntl`` or write access nothing is done.
+    """
+    folder = Path(folder)
+    old = folder.with_name(f".{folder.name}.old")
+    if folder.exists() or not old.is_dir():
+        return False
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return False
+    try:
+        fd = os.open(folder.with_name(f".{folder.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if folder.exists() or not old.is_dir():
+            return False
+        os.replace(old, folder)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def resolve(corpus: str, repo: str | None = None, revision: str | None = None) -> str:
     """The path or Hub repo id to load ``corpus`` from (see the module docstring)."""
     local = Path.cwd() / corpus
+    if repo is None and revision is None:
+        restore_interrupted_swap(local)
     if repo is None and revision is None and local.is_dir():
         return str(local)   # absolute: forces the local folder (releases.md §7)
     if repo:

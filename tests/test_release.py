@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from datasets import load_dataset
 from huggingface_hub import DatasetCard
@@ -169,7 +172,10 @@ def test_publish_replaces_the_old_release_and_leaves_no_hidden_leftovers(tmp_pat
     (tmp_path / ".sieve_swap.old").mkdir()  # a leftover of an interrupted earlier publish
     (tmp_path / ".sieve_swap.old" / "junk").write_text("x")
     stage = stage_release(out)
-    assert stage == tmp_path / ".sieve_swap.incomplete"
+    assert stage.parent == tmp_path / ".sieve_swap.incomplete" and stage.is_dir()
+    other = stage_release(out)  # another build's: its own folder
+    assert other != stage and other.parent == stage.parent
+    other.rmdir()
     (stage / "README.md").write_text("new")
     assert publish(stage, out) == out
     assert (out / "README.md").read_text() == "new" and not (out / "default").exists()
@@ -230,3 +236,157 @@ def test_write_drops_writes_atomically(tmp_path):
     assert write_drops(path, Result()) == 3
     assert pq.read_table(path).column_names == list(DROP_FIELDS)
     assert [p.name for p in tmp_path.iterdir()] == ["drops.parquet"]
+
+
+def test_publish_restores_a_release_left_aside_by_a_killed_swap_before_replacing_it(tmp_path):
+    from builders.release import publish, stage_release
+
+    _release_dir(tmp_path / ".sieve_swap.old", "old")  # killed between the renames: no sieve_swap, the old aside
+    stage = stage_release(tmp_path / "sieve_swap")
+    (stage / "README.md").write_text("new")
+    real = os.replace
+    seen = []
+
+    def spy(src, dst, *a, **kw):
+        seen.append((Path(src).name, Path(dst).name))
+        return real(src, dst, *a, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "replace", spy)
+        publish(stage, tmp_path / "sieve_swap")
+    # the old release came back first, then was moved aside and replaced: it was never deleted before that
+    assert seen == [(".sieve_swap.old", "sieve_swap"), ("sieve_swap", ".sieve_swap.old"), (stage.name, "sieve_swap")]
+    assert (tmp_path / "sieve_swap" / "README.md").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sieve_swap"]
+
+
+# ------------------------------------------------------------------------------------------- the streaming writer
+
+
+def _old_writer(path, rows, features):
+    """The list writer this project used before streaming: ``Dataset.from_list`` + ``embed_table_storage`` +
+    ``to_parquet`` (the reference for the streamed files' contents)."""
+    from datasets import Dataset
+    from datasets.table import embed_table_storage
+
+    ds = Dataset.from_list(rows, features=features)
+    ds.with_format("arrow").map(embed_table_storage, batched=True).with_format(None).to_parquet(str(path))
+
+
+def _image_rows(n):
+    import io
+
+    from PIL import Image
+
+    out = []
+    for i in range(n):
+        buf = io.BytesIO()
+        Image.new("RGB", (4 + i, 3), (i * 40 % 256, 10, 200)).save(buf, format="PNG")
+        out.append({"sequence_id": f"s{i}", "images": [{"bytes": buf.getvalue(), "path": f"s{i}_0.png"}]})
+    return out
+
+
+def test_the_streaming_writer_gives_the_old_writers_content(tmp_path):
+    import pyarrow.parquet as pq
+    from datasets import Features, Image, List, Value
+
+    from builders.release import write_split_stream
+
+    image_features = Features({"sequence_id": Value("string"), "images": List(Image())})
+    cases = [("default", [video(i) for i in range(7)], schema.FEATURES["default"]),
+             ("recipes", [recipe(i) for i in range(5)], schema.FEATURES["recipes"]),
+             ("images", _image_rows(3), image_features)]
+    for cfg, rows, features in cases:
+        paths = write_split_stream(tmp_path / "new", cfg, "train", iter(rows), features)
+        _old_writer(tmp_path / f"{cfg}-old.parquet", rows, features)
+        new, old = pq.read_table(paths[0]), pq.read_table(tmp_path / f"{cfg}-old.parquet")
+        assert new.to_pylist() == old.to_pylist(), cfg
+        assert new.schema.metadata == old.schema.metadata  # the huggingface features
+        assert Features.from_arrow_schema(new.schema) == features
+    stored = pq.read_table(tmp_path / "new" / "images" / "train-00000-of-00001.parquet").to_pylist()
+    assert stored[2]["images"][0]["bytes"].startswith(b"\x89PNG")  # embedded, not a path
+
+
+def test_streamed_shards_are_named_after_their_count_and_deterministic(tmp_path):
+    import pyarrow.parquet as pq
+
+    from builders.release import write_split_stream
+
+    def gen():
+        return (recipe(i) for i in range(23))
+
+    a = write_split_stream(tmp_path / "a", "recipes", "train", gen, schema.FEATURES["recipes"], 5, batch_rows=3)
+    assert [p.name for p in a] == [f"train-{i:05d}-of-00005.parquet" for i in range(5)]
+    assert [pq.ParquetFile(p).metadata.num_rows for p in a] == [5, 5, 5, 5, 3]
+    assert [r["recipe_id"] for p in a for r in pq.read_table(p).to_pylist()] == list(range(23))
+    b = write_split_stream(tmp_path / "b", "recipes", "train", gen(), schema.FEATURES["recipes"], 5, batch_rows=3)
+    assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
+    # a byte limit closes shards early, deterministically
+    c = write_split_stream(tmp_path / "c", "recipes", "train", gen, schema.FEATURES["recipes"], 1000, batch_rows=4,
+                           max_bytes_per_shard=1)
+    assert [pq.ParquetFile(p).metadata.num_rows for p in c] == [4, 4, 4, 4, 4, 3]
+    # a rewrite with another layout leaves only the new shards; no temp file is left
+    write_split_stream(tmp_path / "a", "recipes", "train", gen, schema.FEATURES["recipes"], 50)
+    assert sorted(p.name for p in (tmp_path / "a" / "recipes").iterdir()) == ["train-00000-of-00001.parquet"]
+    assert write_split_stream(tmp_path / "d", "recipes", "train", iter(()), schema.FEATURES["recipes"],
+                              keep_empty=False) == []
+
+
+def test_a_stream_that_fails_leaves_the_previous_shards(tmp_path):
+    from builders.release import write_split_stream
+
+    before = write_split(tmp_path, "recipes", "train", [recipe(i) for i in range(5)], schema.FEATURES["recipes"], 2)
+    data = [p.read_bytes() for p in before]
+
+    def broken():
+        yield from (recipe(i) for i in range(3))
+        raise OSError("input vanished")
+
+    with pytest.raises(OSError, match="vanished"):
+        write_split_stream(tmp_path, "recipes", "train", broken, schema.FEATURES["recipes"], 2, batch_rows=1)
+    assert sorted((tmp_path / "recipes").iterdir()) == before and [p.read_bytes() for p in before] == data
+    bad = recipe(9)
+    del bad["ner"]
+    with pytest.raises(ValueError, match="row 4 does not match"):
+        write_split_stream(tmp_path, "recipes", "train", [recipe(i) for i in range(4)] + [bad],
+                           schema.FEATURES["recipes"])
+
+
+_MEMORY_SCRIPT = """
+import resource, sys, tempfile
+from pathlib import Path
+from datasets import Features, List, Value
+from builders.release import write_split, write_split_stream
+F = Features({"id": Value("int64"), "text": Value("string"), "values": List(Value("float32"))})
+def rows(n):
+    for i in range(n):
+        yield {"id": i, "text": f"{i:08d} " + "chop the onions finely " * 20, "values": [i * 0.5] * 8}
+mode, n, tmp = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+write_split_stream(tmp / "warm", "c", "train", rows(3000), F)  # imports and Arrow pools
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if mode == "stream":
+    paths = write_split_stream(tmp / "out", "c", "train", rows(n), F)
+else:
+    paths = write_split(tmp / "out", "c", "train", list(rows(n)), F)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024, len(paths))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_streaming_200000_rows_keeps_memory_bounded(tmp_path):
+    """200,000 rows of ~500 bytes (about 100 MB of text): the streamed write's peak RSS grows by one row group,
+    holding them (the list writer) by several times that."""
+    import subprocess
+    import sys
+
+    def growth(mode):
+        r = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, mode, "200000", str(tmp_path / mode)],
+                           capture_output=True, text=True, timeout=240, check=True)
+        mib, shards = map(int, r.stdout.split())
+        return mib, shards
+
+    stream, shards = growth("stream")
+    assert shards == 4  # 50,000 rows per shard
+    held, _ = growth("list")
+    assert stream < 100, f"streaming 200,000 rows grew the peak RSS by {stream} MiB"
+    assert held > 2 * stream, (held, stream)

@@ -1,12 +1,19 @@
-"""The one release flow every corpus goes through (specs/releases.md §1, §4-§6; ARCHITECTURE.md "Release").
+"""The one release flow every corpus goes through (specs/releases.md §1, §4-§6; ARCHITECTURE.md "Release", "Scale").
 
-A corpus builds its rows per config and split, its quantities and card context, and calls :func:`write_release`,
-which writes, in a hidden staging folder beside the release:
+A corpus describes its release in a :class:`ReleaseSpec` (rows per config and split as generators over the final work
+shards, lazily computed statistics, models and extra files) and calls :func:`write_release`, which, holding the
+release lock (``<out>/.<corpus>.lock``; a second build into the same ``--out`` waits):
 
-    statistics (drops, counters, per-step stats) -> drops.parquet (checked against the statistics) -> manifest.json
-    and build_config.yaml (input paths relative to their common root, with content fingerprints: no absolute path or
-    user name) -> Parquet shards -> extra files -> stats.json -> README.md (card) -> report.html -> the gate
-    (load_dataset of every config) -> swap into place (the old release stays until the new one is in place).
+    recovers a swap a killed build left half done, removes staging folders whose owner is gone -> computes the
+    release key and, if the release in place carries it and is complete, returns its row counts without writing
+    anything -> otherwise writes into this build's own staging folder: drops.parquet (streamed, checked against the
+    statistics) -> build_config.yaml -> Parquet shards (streamed) -> statistics -> extra files -> stats.json ->
+    README.md (card) -> report.html (distributions streamed) -> manifest.json (with the release key and the file
+    listing) -> the gate (load_dataset of every config) -> swap into place (the old release stays until the new one
+    is in place).
+
+Nothing here holds a config's rows: every row source is iterated once, batch by batch. :class:`SortedSpill` sorts
+rows on disk when a release needs an order its work shards do not have.
 
 A build where nothing survives writes its statistics to ``<out>/<corpus>.empty-build/``, beside (never over) the last
 release, and raises :class:`BuildEmpty` (exit 3).
@@ -14,59 +21,219 @@ release, and raises :class:`BuildEmpty` (exit 3).
 
 from __future__ import annotations
 
+import hashlib
+import heapq
+import itertools
+import json
 import os
+import pickle
 import platform
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import yaml
 
 from .. import __version__ as TOOLKIT_VERSION
 from ..release import (
+    RELEASE_FILES_FIELD,
+    RELEASE_KEY_FIELD,
+    RELEASE_ROWS_FIELD,
+    RowSource,
+    clean_stale_stages,
+    discard_stage,
     gate,
     git_commit,
     publish,
+    recover_swap,
+    release_listing,
+    release_lock,
     render_card,
     stage_release,
+    up_to_date_release,
     write_drops,
     write_json_atomic,
     write_readme,
-    write_split,
+    write_split_stream,
 )
 from .atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from .config import to_dict
-from .fingerprint import relative_paths
-from .orchestrate import BuildResult
+from .fingerprint import hash_obj, relative_paths
+from .orchestrate import BuildResult, data_digest
+from .shards import StageData, read_stats
+from .shards import shard_name as work_shard_name
+
+#: bump when a release written from the same final shards, config and toolkit version would differ (layout, writer,
+#: card, statistics): a release carrying another format's key is rewritten
+RELEASE_FORMAT_VERSION = 2
+
+#: the release code whose source is part of the release key (with the corpus's own ``ReleaseSpec.key_files``)
+_RELEASE_CODE = (Path(__file__).resolve().parent / "release_flow.py", Path(__file__).resolve().parent / "report.py",
+                 Path(__file__).resolve().parents[1] / "release.py")
 
 
 class BuildEmpty(RuntimeError):
     """Nothing survived the pipelines: statistics are written beside the last release, which is kept (exit 3)."""
 
 
+class ReleaseCounts(dict):
+    """``{config: {split: rows}}`` of the release in place, and whether it was already up to date (not rewritten)."""
+
+    def __init__(self, counts: Mapping[str, Mapping[str, int]], *, up_to_date: bool, key: str) -> None:
+        super().__init__({c: dict(sp) for c, sp in counts.items()})
+        self.up_to_date = up_to_date
+        self.key = key
+
+
+ReleaseFiles = dict[str, "Path | bytes | str | Callable[[Path], None]"]
+
+
 @dataclass
 class ReleaseSpec:
-    """What a corpus hands the release flow."""
+    """What a corpus hands the release flow. Everything proportional to the corpus is lazy: ``rows`` sources are
+    iterated once while their shards are written, ``stats_extra``, ``models`` and callable ``files`` are evaluated
+    after the up-to-date check (``stats_extra`` after the shards are written), ``report_videos`` is streamed once."""
 
     corpus: str
     title: str                                            # README title
     report_title: str
-    features: Mapping[str, Any]                           # config -> datasets.Features
+    features: Mapping[str, Any]                           # config -> datasets.Features (configs without rows are left out)
     default_config: str
     card: Mapping[str, Any]                               # card YAML fields (license, task_categories, ...)
     card_template: Path
     split_order: tuple[str, ...]
-    rows: dict[str, dict[str, list[dict[str, Any]]]]      # config -> split -> rows
+    rows: dict[str, dict[str, RowSource]]                 # config -> split -> rows: a list, or a zero-arg callable
+                                                          # returning an iterator (a generator over work shards)
     empty: str = ""                                       # non-empty: nothing survived, and why
-    stats_extra: dict[str, Any] = field(default_factory=dict)
-    models: dict[str, Any] = field(default_factory=dict)  # the manifest's "models"
+    stats_extra: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)
+    models: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)  # the manifest's
     card_context: Callable[[dict[str, Any], dict[str, Any]], Mapping[str, Any]] = lambda stats, man: {}
-    report_videos: list[dict[str, Any]] = field(default_factory=list)
-    files: dict[str, Path | bytes | str] = field(default_factory=dict)   # extra files, relative to the release root
+    report_videos: Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]] = ()
+    # extra files, relative to the release root: a source path, bytes, text, or a callable that writes the file (or
+    # folder) at the path it is given; or a callable returning that dict (resolved after the shards are written)
+    files: ReleaseFiles | Callable[[], ReleaseFiles] = field(default_factory=dict)
     input_keys: tuple[str, ...] = ()                      # config keys holding input paths
+    key_files: tuple[Path, ...] = ()                      # source files of the corpus's release (release key)
+    scratch: Path | None = None                           # set by write_release while it writes
+
+    def scratch_dir(self) -> Path:
+        """This build's scratch folder beside its staging folder (external sorts); only while the release is written."""
+        if self.scratch is None:
+            raise RuntimeError("scratch_dir() is only available while write_release writes the release")
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        return self.scratch
+
+
+def _value(x: Any) -> Any:
+    return x() if callable(x) else x
+
+
+# ------------------------------------------------------------------------------------------------ streaming helpers
+
+
+def count_rows(data: StageData) -> int:
+    """Rows of a complete stage from its shards' Parquet footers (no row is read)."""
+    return sum(pq.ParquetFile(data.dir / f"{work_shard_name(i)}.parquet").metadata.num_rows for i in range(data.n))
+
+
+class SortedSpill:
+    """Rows in ``key`` order with bounded memory: sorted runs of at most ``run_rows`` rows are pickled to ``folder``
+    and merged (``heapq.merge``) each time the rows are read, which may be done any number of times.
+
+    Ties keep insertion order, so the order is deterministic. Rows may be added to named parts; ``rows(*parts)``
+    merges only the runs of those parts (all parts when none is named).
+    """
+
+    def __init__(self, folder: str | os.PathLike, key: Callable[[Mapping[str, Any]], Any], run_rows: int = 20_000) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._key, self._run_rows = key, run_rows
+        self._buffers: dict[Hashable, list[tuple[Any, int, Mapping[str, Any]]]] = {}
+        self._buffered = 0
+        self._runs: dict[Hashable, list[Path]] = {}
+        self._counts: dict[Hashable, int] = {}
+        self._seq = itertools.count()
+        self._n_runs = 0
+
+    def add(self, row: Mapping[str, Any], part: Hashable = None) -> None:
+        self._buffers.setdefault(part, []).append((self._key(row), next(self._seq), row))
+        self._counts[part] = self._counts.get(part, 0) + 1
+        self._buffered += 1
+        if self._buffered >= self._run_rows:
+            self._spill()
+
+    def extend(self, rows: Iterable[Mapping[str, Any]],
+               part: Callable[[Mapping[str, Any]], Hashable] | None = None) -> SortedSpill:
+        """Add every row (to the part ``part(row)`` when given); returns ``self``."""
+        for r in rows:
+            self.add(r, part(r) if part else None)
+        self._spill()
+        return self
+
+    def _spill(self) -> None:
+        for part, buf in self._buffers.items():
+            if not buf:
+                continue
+            buf.sort(key=lambda t: (t[0], t[1]))
+            path = self.folder / f"run-{self._n_runs:06d}.pkl"
+            self._n_runs += 1
+            with open(path, "wb") as f:
+                for k in range(0, len(buf), 1000):
+                    pickle.dump(buf[k:k + 1000], f, protocol=pickle.HIGHEST_PROTOCOL)
+            self._runs.setdefault(part, []).append(path)
+        self._buffers = {}
+        self._buffered = 0
+
+    @staticmethod
+    def _read(path: Path) -> Iterator[tuple[Any, int, Mapping[str, Any]]]:
+        with open(path, "rb") as f:
+            while True:
+                try:
+                    chunk = pickle.load(f)
+                except EOFError:
+                    return
+                yield from chunk
+
+    def parts(self) -> list[Hashable]:
+        return list(self._counts)
+
+    def count(self, *parts: Hashable) -> int:
+        return sum(n for p, n in self._counts.items() if not parts or p in parts)
+
+    def rows(self, *parts: Hashable) -> Iterator[Mapping[str, Any]]:
+        """The rows of ``parts`` (all when none is named) in key order."""
+        self._spill()
+        runs = [r for p, rs in self._runs.items() if not parts or p in parts for r in rs]
+        for _, _, row in heapq.merge(*(self._read(r) for r in runs), key=lambda t: (t[0], t[1])):
+            yield row
+
+
+def write_json_object(path: str | os.PathLike, items: Iterable[tuple[str, Any]], *, indent: int | None = None,
+                      ensure_ascii: bool = False) -> int:
+    """Write the JSON object of ``items`` (key, value pairs) item by item, byte-identical to ``json.dumps(dict(items),
+    indent=indent, ensure_ascii=ensure_ascii)``; a repeated key raises ``ValueError``. Returns the number of items."""
+    seen: set[str] = set()
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for k, v in items:
+            if k in seen:
+                raise ValueError(f"duplicate key {k!r} in {Path(path).name}")
+            seen.add(k)
+            text = json.dumps({k: v}, indent=indent, ensure_ascii=ensure_ascii)
+            if indent is None:
+                f.write(("{" if not n else ", ") + text[1:-1])
+            else:
+                f.write(("{\n" if not n else ",\n") + text[2:-2])
+            n += 1
+        f.write("{}" if not n else ("}" if indent is None else "\n}"))
+    return n
+
+
+# ------------------------------------------------------------------------------------------------------ the flow
 
 
 def _as_list(v: Any) -> list[str]:
@@ -90,17 +257,96 @@ def portable_inputs(cfg: Any, input_keys: tuple[str, ...],
     return conf, fps
 
 
-def _write_report(path: Path, title: str, stats: dict[str, Any], videos: list[dict[str, Any]]) -> None:
-    from .report import write_report
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
-    write_report(path, title=title, stats=stats, videos=videos)
+
+def _stage_key(data: StageData) -> list[Any]:
+    """A complete stage as the release sees it: ``data_digest`` (its shards' row digests) plus, per shard, what its
+    drops and counters were computed from (input digest, fitted-state key) and their counts."""
+    shards = []
+    for i in range(data.n):
+        s = read_stats(data.dir, i)
+        shards.append([s.get("input_digest", ""), s.get("state_key", ""), s.get("dropped", {}), s.get("counters", {})])
+    return [f"{data.dir.parent.name}/{data.dir.name}", data.n, data_digest(data), hash_obj(shards)]
 
 
-def write_release(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, Any],
-                  spec: ReleaseSpec) -> dict[str, dict[str, int]]:
-    """Write, gate and publish the release of ``spec`` at ``out_dir``; returns ``{config: {split: rows}}``."""
+def release_key(result: BuildResult, cfg: Any, info: Mapping[str, Any], spec: ReleaseSpec) -> str:
+    """The key of the release a build would write: a hash of every stage's shard digests (``data_digest``, plus each
+    shard's drop and counter record), the fitted states' keys, the input fingerprints, the resolved config, the
+    toolkit version, ``RELEASE_FORMAT_VERSION``, the features, the card template and the release code. Reads the
+    shards' small ``stats.json`` files only: seconds at any size."""
+    fits = {}
+    for name, rec in sorted(result.fits.items()):
+        state = {k: v for k, v in rec.state.items() if k != "_artefacts"} if isinstance(rec.state, dict) else rec.state
+        marker = Path(rec.artefact_dir).parent / "_complete.json"
+        try:
+            fit_key = json.loads(marker.read_text(encoding="utf-8")).get("key")
+        except (OSError, ValueError):
+            fit_key = None
+        fits[name] = [hash_obj(state), fit_key]
+    code = sorted({*(Path(p).resolve() for p in (*_RELEASE_CODE, spec.card_template, *spec.key_files))})
+    return hash_obj({
+        "format": RELEASE_FORMAT_VERSION, "toolkit": TOOLKIT_VERSION, "corpus": spec.corpus,
+        "config": to_dict(cfg), "sample": bool(info.get("sample")), "inputs": result.input_fingerprints,
+        "stages": [[name, *_stage_key(data)] for name, data in result.stage_dirs],
+        "outputs": {k: f"{d.dir.parent.name}/{d.dir.name}" for k, d in sorted(result.outputs.items())},
+        "fits": fits,
+        "features": {c: f.to_dict() if hasattr(f, "to_dict") else str(f) for c, f in sorted(spec.features.items())},
+        "code": {p.name: _file_sha256(p) for p in code if p.is_file()},
+    })
+
+
+def _write_report(path: Path, title: str, stats: dict[str, Any], videos: Any) -> None:
+    from .report import ReportTallies, write_report
+
+    write_report(path, title=title, stats=stats, tallies=ReportTallies.of(_value(videos)))
+
+
+def _remove_empty_build(out_dir: Path) -> None:
+    stale = out_dir.with_name(f"{out_dir.name}.empty-build")
+    if stale.exists():
+        shutil.rmtree(stale)
+
+
+def write_release(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, Any], spec: ReleaseSpec, *,
+                  wait: bool = True) -> ReleaseCounts:
+    """Write, gate and publish the release of ``spec`` at ``out_dir``; returns ``{config: {split: rows}}``.
+
+    Holds the release lock for the whole release phase (``wait=False``: raise ``ReleaseLocked`` instead of waiting).
+    When the release in place carries this build's ``release_key`` and is complete, nothing is written: the row
+    counts come from the Parquet footers and ``ReleaseCounts.up_to_date`` is true (said on stderr too).
+    """
     out_dir = Path(out_dir)
-    stage = stage_release(out_dir)
+    key = release_key(result, cfg, info, spec)
+    with release_lock(out_dir, wait=wait):
+        if recover_swap(out_dir) == "restored":
+            print(f"restored the previous release {out_dir}: a build was killed while swapping its release in",
+                  file=sys.stderr, flush=True)
+        clean_stale_stages(out_dir)
+        if not spec.empty:
+            counts = up_to_date_release(out_dir, key)
+            if counts is not None:
+                _remove_empty_build(out_dir)
+                print(f"release {out_dir} is up to date (same final shards, fitted states, config and toolkit "
+                      "version): not rewritten", file=sys.stderr, flush=True)
+                return ReleaseCounts(counts, up_to_date=True, key=key)
+        stage = stage_release(out_dir)
+        spec.scratch = stage.with_name(f"{stage.name}.scratch")
+        try:
+            got = _write_staged(result, cfg, out_dir, info, spec, stage, key)
+        finally:
+            spec.scratch = None
+            discard_stage(stage)
+    return ReleaseCounts(got, up_to_date=False, key=key)
+
+
+def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, Any], spec: ReleaseSpec,
+                  stage: Path, key: str) -> dict[str, dict[str, int]]:
     stats: dict[str, Any] = {
         "corpus": spec.corpus,
         "drops": dict(sorted(result.drop_counts().items())),
@@ -108,24 +354,27 @@ def write_release(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
         "steps": {k: v.as_dict() for k, v in result.steps.items()},
         "build": {k: v for k, v in info.items() if k != "work_dir"},
         "release": {},
-        **spec.stats_extra,
     }
+    this_build = getattr(result, "this_build", None)
+    if callable(this_build):
+        stats["this_build"] = this_build()
     n_drops = write_drops(stage / "drops.parquet", result)
     if n_drops != sum(stats["drops"].values()):  # an invariant of the runner: fail loudly, even under python -O
         raise RuntimeError(f"drops.parquet has {n_drops} rows but stats.json counts {sum(stats['drops'].values())}")
     conf, inputs = portable_inputs(cfg, spec.input_keys, result.input_fingerprints)
     man = {
         "corpus": spec.corpus, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
-        "config": conf, "inputs": inputs, "sample": info["sample"], "models": spec.models,
+        "config": conf, "inputs": inputs, "sample": info["sample"], "models": _value(spec.models),
         "runtime": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "engine": info["engine"], "workers": info["workers"], "shard_size": info["shard_size"]},
     }
-    write_json_atomic(stage / "manifest.json", man)
     atomic_write_text(stage / "build_config.yaml", yaml.safe_dump(conf, sort_keys=True))
 
     if spec.empty:
+        stats.update(_value(spec.stats_extra))
         write_json_atomic(stage / "stats.json", stats)
-        _write_report(stage / "report.html", spec.report_title, stats, [])
+        _write_report(stage / "report.html", spec.report_title, stats, ())
+        write_json_atomic(stage / "manifest.json", man)
         beside = out_dir.with_name(f"{out_dir.name}.empty-build")
         if beside.exists():
             shutil.rmtree(beside)
@@ -133,18 +382,27 @@ def write_release(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
         kept = f"; the last release in {out_dir} is untouched" if out_dir.exists() else ""
         raise BuildEmpty(f"{spec.empty}; statistics are in {beside}/stats.json{kept}")
 
-    splits = {c: [s for s in spec.split_order if spec.rows[c].get(s)] for c in spec.rows}
-    splits = {c: s for c, s in splits.items() if s}
-    for c, sp in splits.items():
-        for s in sp:
-            write_split(stage, c, s, spec.rows[c][s], spec.features[c])
-    stats["release"] = {c: {s: len(spec.rows[c][s]) for s in splits[c]} for c in splits}
-    for rel, content in spec.files.items():
+    splits: dict[str, list[str]] = {}
+    release: dict[str, dict[str, int]] = {}
+    for c, by_split in spec.rows.items():
+        for s in spec.split_order:
+            source = by_split.get(s)
+            if source is None:
+                continue
+            paths = write_split_stream(stage, c, s, source, spec.features[c], keep_empty=False)
+            if paths:
+                splits.setdefault(c, []).append(s)
+                release.setdefault(c, {})[s] = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
+    stats["release"] = release
+    stats.update(_value(spec.stats_extra))
+    for rel, content in _value(spec.files).items():
         target = stage / rel
-        if not target.resolve().is_relative_to(stage.resolve()):
+        if not target.resolve().is_relative_to(stage.resolve()) or target.resolve() == stage.resolve():
             raise ValueError(f"release file {rel!r} escapes the release folder")
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, Path):
+        if callable(content):
+            content(target)
+        elif isinstance(content, Path):
             with atomic_path(target) as tmp:
                 shutil.copyfile(content, tmp)
         elif isinstance(content, bytes):
@@ -157,9 +415,12 @@ def write_release(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     write_readme(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config,
                  card=spec.card, title=spec.title, body=body)
     _write_report(stage / "report.html", spec.report_title, stats, spec.report_videos)
-    got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config)
+    man[RELEASE_KEY_FIELD] = key
+    man[RELEASE_ROWS_FIELD] = release
+    man[RELEASE_FILES_FIELD] = release_listing(stage)
+    write_json_atomic(stage / "manifest.json", man)
+    got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config,
+               cache_dir=spec.scratch_dir())
     publish(stage, out_dir)
-    stale = out_dir.with_name(f"{out_dir.name}.empty-build")
-    if stale.exists():
-        shutil.rmtree(stale)
+    _remove_empty_build(out_dir)
     return got

@@ -1,9 +1,12 @@
 """The build report: one self-contained ``report.html`` beside a release (ARCHITECTURE.md "Release").
 
-Headline numbers, the per-step funnel (table + bar chart), kept/dropped by reason, the paper comparison, and
-histograms of segments per video, words per step, segment durations and video durations, each with its mean.
-Plots are matplotlib (Agg, imported lazily) PNGs inlined as base64; CSS is inline; every text that comes from
-data or statistics is HTML-escaped. Works on an empty build (no videos kept): the plots say "no data".
+Headline numbers, the per-step funnel (table + bar chart), kept/dropped by reason, the work done by this build, the
+paper comparison, and histograms of segments per video, words per step, segment durations and video durations, each
+with its mean. Plots are matplotlib (Agg, imported lazily) PNGs inlined as base64; CSS is inline; every text that
+comes from data or statistics is HTML-escaped. Works on an empty build (no videos kept): the plots say "no data".
+
+The distributions are aggregated while streaming (``Tally``, ``ReportTallies``): a report over 370,000 videos holds
+counts of distinct (rounded) values, never the videos.
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_report", "render_report"]
+__all__ = ["ReportTallies", "Tally", "render_report", "write_report"]
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
@@ -66,6 +70,178 @@ def _num(x: Any) -> str:
     return _e(x)
 
 
+class Tally:
+    """Numbers seen one at a time, summarised in memory bounded by the number of distinct (rounded) values.
+
+    ``n``, ``mean``, ``std`` (ddof=0), ``min`` and ``max`` are exact. Quantiles and free-binned histograms come from
+    counts per value: exact with ``resolution=None`` (for integers: counts, words, steps); with a ``resolution``
+    (scores, seconds) exact too until more than ``exact_limit`` distinct values were seen, then per multiple of
+    ``resolution`` (memory bounded by the value range over the resolution). ``bins=(k, lo, hi)`` also counts
+    ``np.histogram(np.clip(x, lo, hi), k, range=(lo, hi))`` exactly. ``None`` and non-finite values are skipped.
+    Values are buffered and folded in with numpy ``buffer`` at a time.
+    """
+
+    def __init__(self, resolution: float | None = None, bins: tuple[int, float, float] | None = None,
+                 buffer: int = 1 << 16, exact_limit: int = 100_000) -> None:
+        self.resolution = resolution
+        self.bins = bins
+        self._exact = True
+        self._limit = exact_limit
+        self._n = 0
+        self._mean = 0.0
+        self._m2 = 0.0
+        self._min = math.inf
+        self._max = -math.inf
+        self._counts: dict[float, int] = {}
+        self._hist = [0] * bins[0] if bins else []
+        self._buf: list[float] = []
+        self._size = buffer
+
+    def add(self, x: Any) -> None:
+        if x is None:
+            return
+        x = float(x)
+        if math.isfinite(x):
+            self._buf.append(x)
+            if len(self._buf) >= self._size:
+                self._flush()
+
+    def extend(self, xs: Iterable[Any]) -> None:
+        for x in xs:
+            self.add(x)
+
+    def _flush(self) -> None:
+        if not self._buf:
+            return
+        import numpy as np
+
+        a = np.asarray(self._buf, dtype=np.float64)
+        self._buf = []
+        k, mean_b = a.size, float(a.mean())
+        m2_b = float(((a - mean_b) ** 2).sum())
+        n = self._n + k
+        delta = mean_b - self._mean
+        self._mean += delta * k / n
+        self._m2 += m2_b + delta * delta * self._n * k / n
+        self._n = n
+        self._min, self._max = min(self._min, float(a.min())), max(self._max, float(a.max()))
+        for v, c in zip(*np.unique(a if self._exact else self._round(a), return_counts=True)):
+            self._counts[float(v)] = self._counts.get(float(v), 0) + int(c)
+        if self._exact and self.resolution is not None and len(self._counts) > self._limit:
+            self._exact = False
+            keys, counts = self.values()
+            self._counts = {}
+            for v, c in zip(self._round(keys), counts):
+                self._counts[float(v)] = self._counts.get(float(v), 0) + int(c)
+        if self.bins:
+            bins, lo, hi = self.bins
+            counts, _ = np.histogram(np.clip(a, lo, hi), bins=bins, range=(lo, hi))
+            self._hist = [h + int(c) for h, c in zip(self._hist, counts)]
+
+    def _round(self, a: Any) -> Any:
+        """Values to the nearest multiple of ``resolution``, written with its decimals (0.3356, not 0.33560000000001)."""
+        import numpy as np
+
+        decimals = max(0, -math.floor(math.log10(self.resolution)))
+        return np.round(np.round(a / self.resolution) * self.resolution, decimals)
+
+    def _done(self) -> Tally:
+        self._flush()
+        return self
+
+    @property
+    def n(self) -> int:
+        """How many values were added."""
+        return self._done()._n
+
+    @property
+    def mean(self) -> float | None:
+        return self._done()._mean if self.n else None
+
+    @property
+    def std(self) -> float | None:
+        return math.sqrt(self._done()._m2 / self.n) if self.n else None
+
+    @property
+    def min(self) -> float | None:
+        return self._done()._min if self.n else None
+
+    @property
+    def max(self) -> float | None:
+        return self._done()._max if self.n else None
+
+    def values(self) -> tuple[Any, Any]:
+        """The distinct (rounded) values in increasing order and their counts, as numpy arrays."""
+        import numpy as np
+
+        if self._buf:
+            self._flush()
+        keys = sorted(self._counts)
+        return np.asarray(keys, dtype=np.float64), np.asarray([self._counts[k] for k in keys], dtype=np.int64)
+
+    def quantile(self, q: float) -> float | None:
+        """The ``q``-quantile (0..1) with numpy's default linear interpolation between order statistics."""
+        import numpy as np
+
+        vals, counts = self.values()
+        if not self.n:
+            return None
+        cum = np.cumsum(counts)
+        h = (self.n - 1) * q
+        i = math.floor(h)
+        lo = float(vals[int(np.searchsorted(cum, i, side="right"))])
+        hi = float(vals[int(np.searchsorted(cum, min(i + 1, self.n - 1), side="right"))])
+        t = h - i
+        return hi - (hi - lo) * (1 - t) if t >= 0.5 else lo + (hi - lo) * t  # numpy's _lerp, to the last bit
+
+    @property
+    def median(self) -> float | None:
+        return self.quantile(0.5)
+
+    def histogram(self) -> dict[str, list[float]]:
+        """The exact fixed-bin histogram of ``bins``: ``{"edges": [...], "counts": [...]}``."""
+        import numpy as np
+
+        if not self.bins:
+            raise ValueError("this Tally has no fixed bins")
+        self._flush()
+        bins, lo, hi = self.bins
+        return {"edges": [float(e) for e in np.histogram_bin_edges([], bins=bins, range=(lo, hi))],
+                "counts": list(self._hist)}
+
+
+class ReportTallies:
+    """The report's distributions of the kept data, aggregated video by video (see ``render_report``).
+
+    A video is a mapping with ``duration`` and ``segments`` (each with ``start``, ``end``, ``text``).
+    """
+
+    def __init__(self) -> None:
+        self.videos = 0
+        self.segments_per_video = Tally()
+        self.words_per_step = Tally()
+        self.segment_durations = Tally(resolution=0.01)
+        self.video_durations = Tally(resolution=0.1)
+
+    def add(self, video: Mapping[str, Any]) -> None:
+        self.videos += 1
+        segs = video.get("segments") or []
+        self.segments_per_video.add(len(segs))
+        for s in segs:
+            self.words_per_step.add(_words(s.get("text")))
+            if s.get("end") is not None and s.get("start") is not None:
+                self.segment_durations.add(float(s["end"]) - float(s["start"]))
+        if video.get("duration") is not None:
+            self.video_durations.add(float(video["duration"]))
+
+    @classmethod
+    def of(cls, videos: Iterable[Mapping[str, Any]]) -> ReportTallies:
+        out = cls()
+        for v in videos:
+            out.add(v)
+        return out
+
+
 def _figure(width: float = 7.0, height: float = 3.6):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -93,40 +269,39 @@ def _nodata(what: str) -> str:
     return f'<div class="nodata">{_e(what)}: no data</div>'
 
 
-def _histogram(values: Sequence[float], *, title: str, xlabel: str, unit: str = "", integer: bool = False) -> str:
+def _histogram(tally: Tally, *, title: str, xlabel: str, unit: str = "", integer: bool = False) -> str:
     """A histogram with the mean drawn and written on it (``<figure>`` HTML), or a "no data" box."""
-    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not vals:
+    if not tally.n:
         return _nodata(title)
     import numpy as np
 
-    arr = np.asarray(vals, dtype=float)
-    mean = float(arr.mean())
+    vals, counts = tally.values()
+    mean, n = float(tally.mean), tally.n
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
-    lo, hi = float(arr.min()), float(arr.max())
+    lo, hi = float(tally.min), float(tally.max)
     if integer:
         bins = np.arange(math.floor(lo), math.floor(hi) + 2) - 0.5
         if len(bins) > 61:
             bins = 60
     else:
-        bins = min(60, max(5, int(math.sqrt(arr.size)) * 2))
-    ax.hist(arr, bins=bins, color=_BLUE, edgecolor="white")
+        bins = min(60, max(5, int(math.sqrt(n)) * 2))
+    ax.hist(vals, bins=bins, range=None if integer else (lo, hi), weights=counts, color=_BLUE, edgecolor="white")
     ax.axvline(mean, color=_RED, linestyle="--", linewidth=1.5)
     ax.text(
         0.98,
         0.95,
-        f"mean = {mean:.2f}{unit}\nmedian = {float(np.median(arr)):.2f}{unit}\nn = {arr.size:,}",
+        f"mean = {mean:.2f}{unit}\nmedian = {float(tally.median):.2f}{unit}\nn = {n:,}",
         transform=ax.transAxes,
         ha="right",
         va="top",
         fontsize=9,
-        bbox=dict(boxstyle="round", facecolor="white", edgecolor="#cccccc"),
+        bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "#cccccc"},
     )
     ax.set_title(_mpl(title))
     ax.set_xlabel(_mpl(xlabel))
     ax.set_ylabel("count")
-    return _img(_png(fig), title, f"{title}: mean {mean:.2f}{unit} over {arr.size:,} values")
+    return _img(_png(fig), title, f"{title}: mean {mean:.2f}{unit} over {n:,} values")
 
 
 def _binned(title: str, hist: Mapping[str, Any]) -> str:
@@ -136,7 +311,7 @@ def _binned(title: str, hist: Mapping[str, Any]) -> str:
         return _nodata(title)
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
-    widths = [b - a for a, b in zip(edges[:-1], edges[1:])]
+    widths = [b - a for a, b in itertools.pairwise(edges)]
     ax.bar(edges[:-1], counts, width=widths, align="edge", color=_BLUE, edgecolor="white")
     ax.set_title(_mpl(title))
     ax.set_ylabel("count")
@@ -213,8 +388,22 @@ def _words(text: Any) -> int:
     return len(str(text or "").split())
 
 
-def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapping[str, Any]]) -> str:
-    """The report as an HTML string (see ``write_report``)."""
+def _this_build_table(work: Mapping[str, Any]) -> str:
+    """The "work done by this build" table: shards computed and reused, global stages fitted and reused, counters of
+    the computed shards only (``BuildResult.this_build``)."""
+    rows = [["shards computed", _num(work.get("shards_computed"))],
+            ["shards reused from the cache", _num(work.get("shards_reused"))],
+            ["global stages fitted", _e(", ".join(work.get("fits_ran") or []) or "none")],
+            ["global stages reused", _e(", ".join(work.get("fits_reused") or []) or "none")]]
+    rows += [[f"counter: {_e(k)}", _num(v)] for k, v in sorted((work.get("counters") or {}).items())]
+    return _table(["work done by this build", ""], rows, [False, True])
+
+
+def render_report(*, title: str, stats: Mapping[str, Any], videos: Iterable[Mapping[str, Any]] = (),
+                  tallies: ReportTallies | None = None) -> str:
+    """The report as an HTML string (see ``write_report``); ``tallies`` replace ``videos`` when given."""
+    if tallies is None:
+        tallies = ReportTallies.of(videos)
     steps: Mapping[str, Mapping[str, Any]] = stats.get("steps") or {}
     drops: Mapping[str, int] = stats.get("drops") or {}
     counters: Mapping[str, int] = stats.get("counters") or {}
@@ -222,8 +411,7 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapp
     quantities: Mapping[str, Mapping[str, Any]] = stats.get("quantities") or {}
     corpus = stats.get("corpus", "")
 
-    segs = [s for v in videos for s in (v.get("segments") or [])]
-    n_segments = len(segs)
+    n_segments = tallies.words_per_step.n
     release_rows = {cfg: sum(int(n) for n in splits.values()) for cfg, splits in release.items()}
     first_in = int(next(iter(steps.values())).get("rows_in") or 0) if steps else None
     main_cfg = "default" if "default" in release else next(iter(release), None)
@@ -236,7 +424,7 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapp
     cards = []
     if first_in is not None:
         cards.append(("rows into the first step", _num(first_in)))
-    cards.append(("videos in this report", _num(len(videos))))
+    cards.append(("videos in this report", _num(tallies.videos)))
     cards.append(("kept segments", _num(n_segments)))
     cards.append(("rows dropped", _num(sum(int(v) for v in drops.values()))))
     for cfg, n in release_rows.items():
@@ -283,6 +471,11 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapp
     ctr_rows = [[_e(k), _num(v)] for k, v in sorted(counters.items(), key=lambda kv: str(kv[0]))]
     parts.append(_table(["counter", "count"], ctr_rows, [False, True]) if ctr_rows else _nodata("counters"))
 
+    work = stats.get("this_build")
+    if work:
+        parts.append("<h2>Work done by this build</h2>")
+        parts.append(_this_build_table(work))
+
     parts.append("<h2>Release</h2>")
     rel_rows = [[_e(cfg), _e(split), _num(n)] for cfg, splits in release.items() for split, n in splits.items()]
     parts.append(_table(["config", "split", "rows"], rel_rows, [False, False, True]) if rel_rows else _nodata("release"))
@@ -301,16 +494,14 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapp
         parts.append(_nodata("paper comparison"))
 
     parts.append("<h2>Distributions of the kept data</h2>")
-    seg_counts = [len(v.get("segments") or []) for v in videos]
-    words = [_words(s.get("text")) for s in segs]
-    seg_durs = [float(s["end"]) - float(s["start"]) for s in segs if s.get("end") is not None and s.get("start") is not None]
-    vid_durs = [float(v["duration"]) for v in videos if v.get("duration") is not None]
     parts.append(
         '<div class="grid">'
-        + _histogram(seg_counts, title="segments per video", xlabel="kept segments in a video", integer=True)
-        + _histogram(words, title="words per step", xlabel="words in a kept segment's text", integer=True)
-        + _histogram(seg_durs, title="segment durations", xlabel="end - start (s)", unit=" s")
-        + _histogram(vid_durs, title="video durations", xlabel="video duration (s)", unit=" s")
+        + _histogram(tallies.segments_per_video, title="segments per video", xlabel="kept segments in a video",
+                     integer=True)
+        + _histogram(tallies.words_per_step, title="words per step", xlabel="words in a kept segment's text",
+                     integer=True)
+        + _histogram(tallies.segment_durations, title="segment durations", xlabel="end - start (s)", unit=" s")
+        + _histogram(tallies.video_durations, title="video durations", xlabel="video duration (s)", unit=" s")
         + "</div>"
     )
     extra: Mapping[str, Mapping[str, Any]] = stats.get("histograms") or {}
@@ -326,15 +517,17 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Sequence[Mapp
 
 
 def write_report(
-    path: str | os.PathLike, *, title: str, stats: Mapping[str, Any], videos: Sequence[Mapping[str, Any]]
+    path: str | os.PathLike, *, title: str, stats: Mapping[str, Any], videos: Iterable[Mapping[str, Any]] = (),
+    tallies: ReportTallies | None = None,
 ) -> Path:
     """Write ``report.html`` at ``path`` (hidden temp file + rename). ``stats`` is the runner's statistics dict
     (``corpus``, ``drops``, ``counters``, ``steps``, ``release``, ``quantities``, optional ``histograms``: title ->
-    ``{"edges", "counts"}``); ``videos`` are rows of the
-    ``default`` config (``segments`` with ``start``/``end``/``text``, ``duration``). Returns the path.
+    ``{"edges", "counts"}``, optional ``this_build``); ``videos`` (any iterable, consumed once) are rows of the
+    ``default`` config (``segments`` with ``start``/``end``/``text``, ``duration``), or ``tallies`` their
+    distributions aggregated beforehand. Returns the path.
     """
     path = Path(path)
-    text = render_report(title=title, stats=stats, videos=list(videos))
+    text = render_report(title=title, stats=stats, videos=videos, tallies=tallies)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp"
     tmp.write_text(text, encoding="utf-8")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from builders.core.report import write_report
 
 
@@ -40,3 +42,47 @@ def test_corpus_histograms_are_drawn_and_empty_ones_say_no_data(tmp_path):
     assert "Corpus-specific distributions" in html
     assert "Stage-1 &lt;score&gt;: 4 values" in html and "data:image/png;base64," in html
     assert "empty: no data" in html
+
+
+def test_tally_matches_numpy_over_a_stream():
+    import numpy as np
+
+    from builders.core.report import Tally
+
+    rng = np.random.default_rng(0)
+    ints = rng.integers(0, 60, 5003)
+    t = Tally(bins=(50, 0, 50), buffer=997)  # several flushes
+    t.extend(ints.tolist() + [None, float("nan")])  # skipped
+    assert t.n == ints.size and t.min == ints.min() and t.max == ints.max()
+    assert t.mean == pytest.approx(ints.mean(), rel=1e-12) and t.std == pytest.approx(ints.std(), rel=1e-12)
+    for q in (0.1, 0.5, 0.9, 0.0, 1.0):
+        assert t.quantile(q) == pytest.approx(float(np.percentile(ints, 100 * q)), abs=1e-9)
+    counts, edges = np.histogram(np.clip(ints, 0, 50), bins=50, range=(0, 50))
+    assert t.histogram() == {"edges": edges.tolist(), "counts": counts.tolist()}
+    scores = rng.random(20_000)
+    exact = Tally(resolution=1e-4, bins=(20, 0, 1.0), buffer=4096)  # few distinct values: kept exactly
+    exact.extend(scores)
+    assert exact.median == float(np.median(scores)) and exact.quantile(0.1) == pytest.approx(np.percentile(scores, 10))
+    s = Tally(resolution=1e-4, bins=(20, 0, 1.0), buffer=4096, exact_limit=5000)
+    s.extend(scores)
+    assert len(s.values()[0]) <= 10_001  # bounded by the resolution, not by the stream
+    assert s.median == pytest.approx(float(np.median(scores)), abs=1e-4) and s.median == round(s.median, 4)
+    assert s.mean == pytest.approx(scores.mean(), rel=1e-12)  # the mean stays exact
+    assert s.histogram()["counts"] == np.histogram(scores, bins=20, range=(0, 1.0))[0].tolist()
+    empty = Tally()
+    assert empty.n == 0 and empty.mean is None and empty.median is None
+
+
+def test_report_from_tallies_equals_report_from_the_videos_and_shows_this_build(tmp_path):
+    from builders.core.report import ReportTallies, render_report
+
+    videos = [{"duration": 100.0 + i, "segments": [{"start": 1.0, "end": 5.0 + i, "text": "Mix the flour."}]}
+              for i in range(30)]
+    s = {**stats(), "this_build": {"shards_computed": 3, "shards_reused": 9, "fits_ran": ["title_sieve"],
+                                   "fits_reused": [], "counters": {"llm_requests": 12}}}
+    from_list = render_report(title="t", stats=s, videos=videos)
+    streamed = render_report(title="t", stats=s, tallies=ReportTallies.of(iter(videos)))
+    assert from_list == streamed
+    assert "Work done by this build" in streamed and "counter: llm_requests" in streamed
+    assert "videos in this report" in streamed and ">30<" in streamed
+    assert "Work done by this build" not in render_report(title="t", stats=stats(), videos=videos)

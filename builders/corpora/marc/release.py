@@ -12,16 +12,19 @@ Release layout (specs/marc.md §4, specs/releases.md §1)::
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from loading_scripts import marc as schema
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import ReleaseSpec, write_release
+from ...core.release_flow import ReleaseSpec, SortedSpill, count_rows, write_release
+from ...core.report import Tally
 from ...ops.alignment_products import multi_step_breakdowns, paraphrases
 from ...release import fmt_value, md_table, stats_tables
 from .config import MarcConfig
@@ -43,10 +46,6 @@ PAPER_QUANTITIES: dict[str, float | None] = {
 
 
 # ---------------------------------------------------------------------------------------------- release rows
-def _stage_rows(result: BuildResult, pipeline: str) -> list[dict[str, Any]]:
-    return list(result.outputs[pipeline].rows())
-
-
 def recipe_row(r: dict[str, Any]) -> dict[str, Any]:
     return {k: r[k] for k in schema.FEATURES["recipes"]}
 
@@ -125,39 +124,75 @@ def _aligner_info(result: BuildResult) -> dict[str, Any] | None:
     return {k: v for k, v in info.items() if k != "names"}
 
 
-def chat_content_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
+def chat_content_rows(folder: Path, split: str) -> Iterator[dict[str, Any]]:
+    """Rows of the ``chat_content`` config of one split, streamed from the classifier's ``sentences.parquet``."""
     import pyarrow.parquet as pq
 
-    out: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
-    for r in pq.read_table(folder / "sentences.parquet").to_pylist():
-        out[r["split"]].append({"video_id": r["video_id"], "recipe_type": str(r["recipe_type"]),
-                                "sentence": r["sentence"], "start": r["start"], "end": r["end"],
-                                "label": int(r["label"])})
+    for batch in pq.ParquetFile(folder / "sentences.parquet").iter_batches(batch_size=10_000):
+        for r in batch.to_pylist():
+            if r["split"] == split:
+                yield {"video_id": r["video_id"], "recipe_type": str(r["recipe_type"]), "sentence": r["sentence"],
+                       "start": r["start"], "end": r["end"], "label": int(r["label"])}
+
+
+@dataclass
+class MarcScan:
+    """One streamed pass over the final stages: row counts of every config and split, and what the §7 quantities,
+    the manifest and the card need (dish sets, instruction counts, aligner and classifier names), never the rows."""
+
+    rows: Counter = field(default_factory=Counter)        # (config, split) -> rows
+    text_per_split: Counter = field(default_factory=Counter)
+    dishes_by_split: dict[str, set[str]] = field(default_factory=lambda: {s: set() for s in SPLITS})
+    instructions_per_text_recipe: Tally = field(default_factory=Tally)
+    paraphrases_by_kind: Counter = field(default_factory=Counter)
+    aligners: dict[str, str] = field(default_factory=dict)
+    classifier_names: set[str] = field(default_factory=set)
+
+
+def scan(result: BuildResult, cfg: MarcConfig) -> MarcScan:
+    out = MarcScan()
+    for name in ("text", "videos"):
+        for r in result.outputs[name].rows(["split", "modality", "dish_id", "instructions", "source"]):
+            out.rows["recipes", r["split"]] += 1
+            if r["modality"] == "text":
+                out.text_per_split[r["split"]] += 1
+                out.dishes_by_split[r["split"]].add(r["dish_id"])
+                out.instructions_per_text_recipe.add(len(r["instructions"]))
+            if name == "videos":
+                out.classifier_names.add(r["source"]["chat_classifier"])
+    for p in result.outputs["pairs"].rows():
+        out.rows[f"pairwise_{p['pair_type']}", p["split"]] += 1
+        if p["pair_type"] != "video_video" or cfg.release_video_video_paraphrases:
+            n = len(paraphrase_rows(p, cfg.paraphrase_threshold))
+            out.rows["paraphrases", p["split"]] += n
+            out.paraphrases_by_kind[p["pair_type"]] += n
+        if p["pair_type"] == "text_text":
+            out.rows["multi_step_breakdown", p["split"]] += len(breakdown_rows(p, cfg.breakdown_threshold))
+        for key in ("model_a_to_b", "model_b_to_a"):
+            out.aligners[p[key].split("@")[0]] = p[key]
+    for j in result.outputs["dishes"].rows(["split"]):
+        out.rows["joint", j["split"]] += 1
     return out
 
 
-def quantities(by_config: dict[str, dict[str, list[dict[str, Any]]]], aligner_info: dict[str, Any] | None,
-               classifier: dict[str, Any] | None, sample: bool) -> dict[str, dict[str, Any]]:
+def quantities(sc: MarcScan, aligner_info: dict[str, Any] | None, classifier: dict[str, Any] | None,
+               sample: bool) -> dict[str, dict[str, Any]]:
     """The §7 quantities of this build next to the paper's, flagged when they deviate by more than 20%."""
-    recipes = [r for rows in by_config["recipes"].values() for r in rows]
-    text = [r for r in recipes if r["modality"] == "text"]
-    dishes_by_split = {s: {r["dish_id"] for r in by_config["recipes"][s] if r["modality"] == "text"} for s in SPLITS}
-    n_dishes = sum(len(v) for v in dishes_by_split.values())
+    n_text = sum(sc.text_per_split.values())
+    n_dishes = sum(len(v) for v in sc.dishes_by_split.values())
     vocab = {k: v[1] for k, v in (aligner_info or {}).get("vocabulary", {}).items()}
     value: dict[str, Any] = {
-        "text_recipes": len(text), "dishes": n_dishes,
-        **{f"dishes_{s}": len(dishes_by_split[s]) for s in SPLITS},
-        "mean_recipes_per_dish": round(len(text) / n_dishes, 2) if n_dishes else None,
-        "mean_instructions_per_text_recipe": round(float(np.mean([len(r["instructions"]) for r in text])), 2)
-        if text else None,
-        "video_recipes": len(recipes) - len(text),
-        **{f"pairs_{t}": sum(len(v) for v in by_config[f"pairwise_{t}"].values()) for t in schema.PAIR_TYPES},
+        "text_recipes": n_text, "dishes": n_dishes,
+        **{f"dishes_{s}": len(sc.dishes_by_split[s]) for s in SPLITS},
+        "mean_recipes_per_dish": round(n_text / n_dishes, 2) if n_dishes else None,
+        "mean_instructions_per_text_recipe": round(float(sc.instructions_per_text_recipe.mean), 2)
+        if n_text else None,
+        "video_recipes": sum(sc.rows["recipes", s] for s in SPLITS) - n_text,
+        **{f"pairs_{t}": sum(sc.rows[f"pairwise_{t}", s] for s in SPLITS) for t in schema.PAIR_TYPES},
         "vocabulary_text": vocab.get("text"), "vocabulary_video": vocab.get("video"),
-        "paraphrases_text_text": sum(r["kind"] == "text_text" for rows in by_config["paraphrases"].values()
-                                     for r in rows),
-        "paraphrases_text_video": sum(r["kind"] == "text_video" for rows in by_config["paraphrases"].values()
-                                      for r in rows),
-        "multi_step_breakdowns": sum(len(v) for v in by_config["multi_step_breakdown"].values()),
+        "paraphrases_text_text": sc.paraphrases_by_kind["text_text"],
+        "paraphrases_text_video": sc.paraphrases_by_kind["text_video"],
+        "multi_step_breakdowns": sum(sc.rows["multi_step_breakdown", s] for s in SPLITS),
         "chat_classifier_test_f1": round(100 * classifier["scores"]["test"]["f1"], 2)
         if classifier and "test" in classifier.get("scores", {}) else None,
     }
@@ -215,53 +250,81 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: MarcConfig) ->
 
 
 def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """The eight configs, the classifier files and the card, through the core's release flow."""
-    text = _stage_rows(result, "text")
-    videos = _stage_rows(result, "videos")
-    pairs = _stage_rows(result, "pairs")
-    joint = _stage_rows(result, "dishes")
+    """The eight configs, the classifier files and the card, through the core's release flow: every config is
+    streamed from the final work shards in its release order (sorted on disk where the shards are not)."""
+    sc = functools.cache(lambda: scan(result, cfg))
+    classifier = functools.cache(lambda: _classifier_files(result, sc().classifier_names))
+    aligner_info = functools.cache(lambda: _aligner_info(result) if sc().aligners else None)
 
-    by_config: dict[str, dict[str, list[dict[str, Any]]]] = {c: {s: [] for s in SPLITS} for c in schema.CONFIG_FEATURES}
-    for r in sorted(text + videos, key=lambda r: (r["dish_id"], r["modality"], r["recipe_id"])):
-        by_config["recipes"][r["split"]].append(recipe_row(r))
-    for p in sorted(pairs, key=lambda p: p["pair_id"]):
-        by_config[f"pairwise_{p['pair_type']}"][p["split"]].append(pairwise_row(p))
-        if p["pair_type"] != "video_video" or cfg.release_video_video_paraphrases:
-            by_config["paraphrases"][p["split"]].extend(paraphrase_rows(p, cfg.paraphrase_threshold))
-        if p["pair_type"] == "text_text":
-            by_config["multi_step_breakdown"][p["split"]].extend(breakdown_rows(p, cfg.breakdown_threshold))
-    for j in sorted(joint, key=lambda j: j["dish_id"]):
-        by_config["joint"][j["split"]].append({k: j[k] for k in schema.FEATURES["joint"]})
+    @functools.cache
+    def recipes() -> SortedSpill:
+        spill = SortedSpill(spec.scratch_dir() / "recipes", key=lambda r: (r["dish_id"], r["modality"], r["recipe_id"]))
+        for name in ("text", "videos"):
+            for r in result.outputs[name].rows():
+                spill.add(recipe_row(r), r["split"])
+        return spill
 
-    files: dict[str, Path | bytes | str] = {}
-    classifier = _classifier_files(result, {v["source"]["chat_classifier"] for v in videos})
-    if classifier:
-        by_config["chat_content"] = chat_content_rows(classifier["folder"])
-        files["models/chat_classifier.json"] = classifier["folder"] / "model.json"
-        files["models/chat_classifier_scores.json"] = classifier["folder"] / "scores.json"
+    @functools.cache
+    def pairs() -> SortedSpill:
+        spill = SortedSpill(spec.scratch_dir() / "pairs", key=lambda p: p["pair_id"])
+        for p in result.outputs["pairs"].rows():
+            spill.add(pairwise_row(p), (p["pair_type"], p["split"]))
+        return spill
 
-    aligners = {}
-    for p in pairs:
-        for key in ("model_a_to_b", "model_b_to_a"):
-            name = p[key]
-            aligners[name.split("@")[0]] = name
-    aligner_info = _aligner_info(result) if aligners else None
+    @functools.cache
+    def joint() -> SortedSpill:
+        spill = SortedSpill(spec.scratch_dir() / "joint", key=lambda j: j["dish_id"])
+        for j in result.outputs["dishes"].rows():
+            spill.add({k: j[k] for k in schema.FEATURES["joint"]}, j["split"])
+        return spill
+
+    para_types = [t for t in schema.PAIR_TYPES if t != "video_video" or cfg.release_video_video_paraphrases]
+    rows: dict[str, dict[str, Any]] = {c: {} for c in schema.CONFIG_FEATURES}
+    for s in SPLITS:
+        rows["recipes"][s] = lambda s=s: recipes().rows(s)
+        for t in schema.PAIR_TYPES:
+            rows[f"pairwise_{t}"][s] = lambda s=s, t=t: pairs().rows((t, s))
+        rows["paraphrases"][s] = lambda s=s: (x for p in pairs().rows(*[(t, s) for t in para_types])
+                                              for x in paraphrase_rows(p, cfg.paraphrase_threshold))
+        rows["multi_step_breakdown"][s] = lambda s=s: (x for p in pairs().rows(("text_text", s))
+                                                       for x in breakdown_rows(p, cfg.breakdown_threshold))
+        rows["joint"][s] = lambda s=s: joint().rows(s)
+        rows["chat_content"][s] = lambda s=s: chat_content_rows(classifier()["folder"], s) if classifier() else iter(())
+
+    def files() -> dict[str, Path]:
+        clf = classifier()
+        return {"models/chat_classifier.json": clf["folder"] / "model.json",
+                "models/chat_classifier_scores.json": clf["folder"] / "scores.json"} if clf else {}
+
+    def stats_extra() -> dict[str, Any]:
+        import pyarrow.parquet as pq
+
+        clf, info_ = classifier(), aligner_info()
+        n_chat = pq.ParquetFile(clf["folder"] / "sentences.parquet").metadata.num_rows if clf else 0
+        total = {c: n_chat if c == "chat_content" else sum(sc().rows[c, s] for s in SPLITS)
+                 for c in schema.CONFIG_FEATURES}
+        return {
+            "quantities": quantities(sc(), info_, clf, info["sample"]),
+            "chat_classifier": {k: v for k, v in (clf or {}).items() if k != "folder"} or None,
+            "aligner": {"preset": cfg.aligner, "models": sc().aligners, "tokens": cfg.tokens,
+                        "min_counts": dict(zip(("text", "video"), cfg.min_counts())), **(info_ or {})},
+            "release_empty_configs": sorted(c for c, n in total.items() if not n),
+        }
+
+    def report_videos() -> Iterator[dict[str, Any]]:
+        for v in result.outputs["videos"].rows(["recipe_id", "start", "end", "instructions"]):
+            yield {"video_id": v["recipe_id"], "duration": max(v["end"]) if v["end"] else None,
+                   "segments": [{"start": s, "end": e, "text": t}
+                                for s, e, t in zip(v["start"], v["end"], v["instructions"])]}
+
     spec = ReleaseSpec(
         corpus=NAME, title="MARC-style aligned recipe corpus", report_title="MARC build report",
-        features={c: schema.features(c) for c in by_config}, default_config=schema.DEFAULT_CONFIG, card=schema.CARD,
-        card_template=CARD_TEMPLATE, split_order=SPLITS, rows=by_config, files=files,
-        models=models(cfg, aligners, (classifier or {}).get("name")),
-        stats_extra={
-            "quantities": quantities(by_config, aligner_info, classifier, info["sample"]),
-            "chat_classifier": {k: v for k, v in (classifier or {}).items() if k != "folder"} or None,
-            "aligner": {"preset": cfg.aligner, "models": aligners, "tokens": cfg.tokens,
-                        "min_counts": dict(zip(("text", "video"), cfg.min_counts())), **(aligner_info or {})},
-            "release_empty_configs": sorted(c for c in by_config if not any(by_config[c].values())),
-        },
-        card_context=lambda stats, man: card_context(stats, man, cfg),
-        report_videos=[{"video_id": v["recipe_id"], "duration": max(v["end"]) if v["end"] else None,
-                        "segments": [{"start": s, "end": e, "text": t}
-                                     for s, e, t in zip(v["start"], v["end"], v["instructions"])]} for v in videos],
-        input_keys=INPUT_KEYS,
-        empty="" if any(by_config["recipes"].values()) else "no recipe survived the pipeline")
+        features={c: schema.features(c) for c in schema.CONFIG_FEATURES}, default_config=schema.DEFAULT_CONFIG,
+        card=schema.CARD, card_template=CARD_TEMPLATE, split_order=SPLITS, rows=rows, files=files,
+        models=lambda: models(cfg, sc().aligners, (classifier() or {}).get("name")),
+        stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg),
+        report_videos=report_videos, input_keys=INPUT_KEYS,
+        key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()),
+        empty="" if count_rows(result.outputs["text"]) + count_rows(result.outputs["videos"])
+        else "no recipe survived the pipeline")
     return write_release(result, cfg, out_dir, info, spec)

@@ -10,9 +10,12 @@ upstream training layout.
 
 from __future__ import annotations
 
+import functools
 import io
-import json
+import shutil
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,14 @@ from loading_scripts import showhowto as schema
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import ReleaseSpec, write_release
+from ...core.release_flow import (
+    ReleaseSpec,
+    count_rows,
+    write_json_object,
+    write_release,
+)
+from ...core.report import Tally
+from ...core.shards import StageData
 from ...release import compare_with_paper, md_table, stats_tables
 from .config import ShowHowToConfig
 from .flags import PATH_KEYS
@@ -45,15 +55,12 @@ def _f32(x: Any) -> float | None:
     return None if x is None else float(np.float32(x))
 
 
-def _summary(values: list[float], hi: int) -> dict[str, Any]:
-    """Mean and std (ddof=0, spec §1), min, max and a histogram with unit bins from 0 to ``hi``."""
-    if not values:
+def _summary(t: Tally) -> dict[str, Any]:
+    """Mean and std (ddof=0, spec §1), min, max and the unit-bin histogram of a streamed distribution."""
+    if not t.n:
         return {"n": 0, "mean": None, "std": None, "min": None, "max": None, "histogram": []}
-    a = np.asarray(values, np.float64)
-    counts, edges = np.histogram(np.clip(a, 0, hi), bins=hi, range=(0, hi))
-    return {"n": len(values), "mean": round(float(a.mean()), 3), "std": round(float(a.std(ddof=0)), 3),
-            "min": float(a.min()), "max": float(a.max()),
-            "histogram": {"edges": [float(e) for e in edges], "counts": counts.tolist()}}
+    return {"n": t.n, "mean": round(float(t.mean), 3), "std": round(float(t.std), 3),
+            "min": float(t.min), "max": float(t.max), "histogram": t.histogram()}
 
 
 def sequence_row(r: dict[str, Any]) -> dict[str, Any]:
@@ -88,35 +95,71 @@ def test_ids(cfg: ShowHowToConfig, rows: list[dict[str, Any]]) -> tuple[set[str]
     return set(plan.test_ids), info
 
 
-def statistics(result: BuildResult, kept: list[dict[str, Any]], filtered: list[dict[str, Any]],
-               seq_rows: list[dict[str, Any]], split_info: dict[str, Any], n_test: int) -> dict[str, Any]:
+@dataclass
+class ShowHowToScan:
+    """One streamed pass over the kept sequences: the split records (five small fields per sequence, what
+    ``plan_test_split`` needs), the §1 statistics' distributions and counts, never the rows."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    steps_per_sequence: Tally = field(default_factory=lambda: Tally(bins=(30, 0, 30)))
+    words_per_step: Tally = field(default_factory=lambda: Tally(bins=(40, 0, 40)))
+    mean_score: Tally = field(default_factory=lambda: Tally(resolution=1e-4, bins=(1, 0, 1)))
+    share_2_to_16: int = 0
+    tasks: set[str] = field(default_factory=set)
+    aligners: Counter = field(default_factory=Counter)
+    parse_repaired: int = 0
+    asr_used: set[str] = field(default_factory=set)
+    images_failed: int = 0
+
+    @classmethod
+    def of(cls, kept: StageData, with_images: bool) -> ShowHowToScan:
+        out = cls()
+        cols = ["video_id", "task_id", "category_1", "steps", "mean_score", "aligner", "parse_repaired", "asr_model"]
+        for r in kept.rows(cols):
+            n = len(r["steps"])
+            out.records.append({"sequence_id": r["video_id"], "video_id": r["video_id"], "task_id": r["task_id"],
+                                "category_1": r["category_1"], "num_steps": n, "mean_score": _f32(r.get("mean_score"))})
+            out.steps_per_sequence.add(n)
+            out.share_2_to_16 += 2 <= n <= 16
+            out.words_per_step.extend(len(s["instruction"].split()) for s in r["steps"])
+            out.mean_score.add(r.get("mean_score"))
+            if r["task_id"]:
+                out.tasks.add(r["task_id"])
+            out.aligners[r["aligner"]] += 1
+            out.parse_repaired += bool(r.get("parse_repaired"))
+            if r.get("asr_model"):
+                out.asr_used.add(r["asr_model"])
+        if with_images:
+            out.images_failed = sum(r.get("images") is None for r in kept.rows(["images"]))
+        return out
+
+
+def statistics(result: BuildResult, sc: ShowHowToScan, answers: Counter, split_info: dict[str, Any],
+               test: set[str]) -> dict[str, Any]:
     """Spec §1 statistics of this run (steps per sequence, words per step with ddof=0 std, histograms), the filter's
-    answers, drops by reason and the split."""
-    steps_per = [len(r["steps"]) for r in kept]
-    words = [len(s["instruction"].split()) for r in kept for s in r["steps"]]
+    answers (``answers``: of the videos the filter kept), drops by reason and the split."""
     src = result.steps["read_manifest"]
-    answers = Counter(r["filter_answer"] for r in filtered)  # the answers of the videos the filter kept
     drops = result.drop_counts()
     judged = (sum(result.steps["llm_filter"].dropped.get(k, 0) for k in ("filtered_non_instructional",
                                                                           "filter_ambiguous"))
               + result.steps["llm_filter"].kept) if "llm_filter" in result.steps else 0
+    kept = sc.steps_per_sequence.n
     return {
-        "videos": {"in": src.kept + sum(src.dropped.values()), "kept": len(kept), "dropped": dict(sorted(drops.items()))},
+        "videos": {"in": src.kept + sum(src.dropped.values()), "kept": kept, "dropped": dict(sorted(drops.items()))},
         "filter": {"judged": judged, "yes": answers.get("yes", 0),
                    "no": int(drops.get("filtered_non_instructional", 0)) + answers.get("no", 0),
                    "ambiguous": int(drops.get("filter_ambiguous", 0)) + answers.get("ambiguous", 0),
                    "accepted_ambiguous": answers.get("ambiguous", 0), "kept_despite_no": answers.get("no", 0)},
-        "steps": {"total": len(words)},
-        "steps_per_sequence": _summary(steps_per, 30),
-        "share_2_to_16_steps": round(float(np.mean([2 <= n <= 16 for n in steps_per])), 4) if steps_per else None,
-        "words_per_step": _summary(words, 40),
-        "tasks": len({r["task_id"] for r in kept if r["task_id"]}),
-        "aligners": dict(Counter(r["aligner"] for r in kept)),
-        "mean_score": _summary([r["mean_score"] for r in kept if r.get("mean_score") is not None], 1)
-        if any(r.get("mean_score") is not None for r in kept) else None,
-        "parse_repaired": sum(bool(r.get("parse_repaired")) for r in kept),
-        "split": {**split_info, "test_sequences": n_test, "train_sequences": len(seq_rows) - n_test,
-                  "test_task_count": len({r["task_id"] for r in seq_rows if r["_split"] == "test"})},
+        "steps": {"total": sc.words_per_step.n},
+        "steps_per_sequence": _summary(sc.steps_per_sequence),
+        "share_2_to_16_steps": round(sc.share_2_to_16 / kept, 4) if kept else None,
+        "words_per_step": _summary(sc.words_per_step),
+        "tasks": len(sc.tasks),
+        "aligners": dict(sc.aligners),
+        "mean_score": _summary(sc.mean_score) if sc.mean_score.n else None,
+        "parse_repaired": sc.parse_repaired,
+        "split": {**split_info, "test_sequences": len(test), "train_sequences": kept - len(test),
+                  "test_task_count": len({r["task_id"] for r in sc.records if r["sequence_id"] in test})},
         "stage_seconds": {n: round(st.wall_seconds, 2) for n, st in result.steps.items()},
     }
 
@@ -155,7 +198,7 @@ def _imgseq(images: list[bytes], quality: int) -> bytes:
     return buf.getvalue()
 
 
-def models_info(cfg: ShowHowToConfig, kept: list[dict[str, Any]]) -> dict[str, Any]:
+def models_info(cfg: ShowHowToConfig, asr_used: set[str]) -> dict[str, Any]:
     import importlib.metadata as md
 
     from ...models.llm import make_llm
@@ -168,7 +211,7 @@ def models_info(cfg: ShowHowToConfig, kept: list[dict[str, Any]]) -> dict[str, A
         except md.PackageNotFoundError:
             return None
 
-    used = sorted({r["asr_model"] for r in kept if r.get("asr_model")})
+    used = sorted(asr_used)
     fp = load_prompt(FILTER_PROMPT_ID, cfg.filter_prompt_template)
     kp = load_prompt(KEYSTEPS_PROMPT_ID, cfg.prompt_template)
     aligner = cfg.effective_aligner
@@ -226,53 +269,80 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: ShowHowToConfi
 
 def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
             info: dict[str, Any]) -> dict[str, dict[str, int]]:
-    kept = list(result.outputs["videos"].rows())
-    filtered = list(result.stage("llm_filter").rows()) if "llm_filter" in result.steps else []
-    seq_rows = [sequence_row(r) for r in kept]
-    ids, split_info = test_ids(cfg, seq_rows) if seq_rows else (set(), {"method": "none"})
-    for s in seq_rows:
-        s["_split"] = "test" if s["sequence_id"] in ids else "train"
-    hs = statistics(result, kept, filtered, seq_rows, split_info, len(ids))
-    models = models_info(cfg, kept)
-    images_failed = sum(1 for r in kept if cfg.with_images and r.get("images") is None)
-    hs["images"] = {"config": cfg.with_images, "frame_extraction_failed": images_failed}
+    """The ``sequences`` (and ``images``) configs, ``keyframes.json`` and the upstream layout, streamed from the final
+    work shards through the core's release flow."""
+    kept = result.outputs["videos"]
+    sc = functools.cache(lambda: ShowHowToScan.of(kept, cfg.with_images))
+
+    @functools.cache
+    def split() -> tuple[set[str], dict[str, Any]]:
+        return test_ids(cfg, sc().records) if sc().records else (set(), {"method": "none"})
+
+    @functools.cache
+    def hs() -> dict[str, Any]:
+        answers = Counter(r["filter_answer"] for r in result.stage("llm_filter").rows(["filter_answer"])) \
+            if "llm_filter" in result.steps else Counter()
+        out = statistics(result, sc(), answers, split()[1], split()[0])
+        out["images"] = {"config": cfg.with_images, "frame_extraction_failed": sc().images_failed}
+        return out
+
+    seq_cols = ["video_id", "task_id", "task", "category_1", "category_2", "title", "wikihow_title", "duration",
+                "mean_score", "aligner", "steps"]
+
+    def sequences(split_name: str) -> Iterator[dict[str, Any]]:
+        test = split()[0]
+        for r in kept.rows(seq_cols):
+            if ("test" if r["video_id"] in test else "train") == split_name:
+                yield sequence_row(r)
+
+    def image_rows(split_name: str | None = None) -> Iterator[dict[str, Any]]:
+        test = split()[0]
+        for r in kept.rows([*seq_cols, "images"]):
+            if r.get("images") and (split_name is None or ("test" if r["video_id"] in test else "train") == split_name):
+                s = sequence_row(r)
+                yield {**s, "images": [{"bytes": b, "path": f"{s['sequence_id']}_{i}.jpg"}
+                                       for i, b in enumerate(r["images"])]}
+
+    def keyframes(path: Path) -> None:
+        items = (next(iter(schema.keyframes_json([sequence_row(r)]).items())) for r in kept.rows(seq_cols))
+        write_json_object(path, items, indent=1, ensure_ascii=True)
+
+    def upstream(folder: Path) -> None:
+        """Spec §8 upstream layout: ``prompts.json`` and ``imgseqs/<sequence_id>.jpg`` of the sequences with images."""
+        items = (next(iter(schema.to_upstream_prompts([s]).items())) for s in image_rows())
+        folder.mkdir(parents=True, exist_ok=True)
+        if not write_json_object(folder / "prompts.json", items, indent=1):
+            shutil.rmtree(folder)
+            return
+        for s in image_rows():
+            path = folder / "imgseqs" / f"{s['sequence_id']}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(_imgseq([im["bytes"] for im in s["images"]], cfg.jpeg_quality))
+
+    def stats_extra() -> dict[str, Any]:
+        return {"showhowto": hs(), "quantities": quantities(hs(), info["sample"]),
+                "histograms": {title: hs()[key]["histogram"] for key, title in HISTOGRAMS.items()
+                               if hs()[key]["histogram"]}}
+
+    def report_videos() -> Iterator[dict[str, Any]]:
+        for r in kept.rows(["video_id", "duration", "steps"]):
+            yield {"video_id": r["video_id"], "duration": r.get("duration"),
+                   "segments": [{"start": s["start"], "end": s["end"], "text": s["instruction"]} for s in r["steps"]]}
+
     spec = ReleaseSpec(
         corpus=NAME, title="ShowHowTo", report_title="ShowHowTo build report", features=schema.FEATURES,
         default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
-        split_order=("train", "test"), rows={}, models=models,
-        stats_extra={"showhowto": hs, "quantities": quantities(hs, info["sample"]),
-                     "histograms": {title: hs[key]["histogram"] for key, title in HISTOGRAMS.items()
-                                    if hs[key]["histogram"]}},
-        card_context=lambda stats, man: card_context(stats, man, cfg, hs),
-        report_videos=[{"video_id": r["video_id"], "duration": r.get("duration"),
-                        "segments": [{"start": s["start"], "end": s["end"], "text": s["instruction"]}
-                                     for s in r["steps"]]} for r in kept],
-        input_keys=PATH_KEYS)
-    if not kept:
+        split_order=("train", "test"), rows={}, models=lambda: models_info(cfg, sc().asr_used),
+        stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg, hs()),
+        report_videos=report_videos, input_keys=PATH_KEYS,
+        key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
+    if not count_rows(kept):
         spec.empty = "no sequence survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
-
-    def by_split(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        out = {s: [{k: v for k, v in x.items() if k != "_split"} for x in rows if x["_split"] == s]
-               for s in ("train", "test")}
-        return {s: v for s, v in out.items() if v}  # datasets cannot load an empty split: leave it out
-
-    spec.rows = {"sequences": by_split(seq_rows)}
+    spec.rows = {"sequences": {s: (lambda s=s: sequences(s)) for s in ("train", "test")}}
     if cfg.with_images:
-        by_id = {r["video_id"]: r for r in kept}
-        img_rows = []
-        for s in seq_rows:
-            images = by_id[s["video_id"]].get("images")
-            if images:
-                img_rows.append({**s, "images": [{"bytes": b, "path": f"{s['sequence_id']}_{i}.jpg"}
-                                                 for i, b in enumerate(images)]})
-        if img_rows:
-            spec.rows["images"] = by_split(img_rows)
-            if cfg.export_upstream:
-                spec.files["upstream/prompts.json"] = json.dumps(schema.to_upstream_prompts(img_rows),
-                                                                 ensure_ascii=False, indent=1)
-                for s in img_rows:
-                    spec.files[f"upstream/imgseqs/{s['sequence_id']}.jpg"] = _imgseq(
-                        [im["bytes"] for im in s["images"]], cfg.jpeg_quality)
-    spec.files["keyframes.json"] = json.dumps(schema.keyframes_json(seq_rows), indent=1)
+        spec.rows["images"] = {s: (lambda s=s: image_rows(s)) for s in ("train", "test")}
+        if cfg.export_upstream:
+            spec.files["upstream"] = upstream
+    spec.files["keyframes.json"] = keyframes
     return write_release(result, cfg, out_dir, info, spec)

@@ -11,8 +11,10 @@ Release layout (specs/sieve_swap.md §4, specs/releases.md §1)::
 
 from __future__ import annotations
 
-import json
+import functools
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,14 @@ from loading_scripts import sieve_swap as schema
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import ReleaseSpec, write_release
+from ...core.release_flow import (
+    ReleaseSpec,
+    SortedSpill,
+    count_rows,
+    write_json_object,
+    write_release,
+)
+from ...core.report import Tally
 from ...release import md_table, stats_tables
 from .config import SieveSwapConfig
 from .flags import INPUT_KEYS
@@ -55,35 +64,58 @@ def raw_asr_row(r: dict[str, Any]) -> dict[str, Any]:
             "segments": r["asr_segments"]}
 
 
-def recipe_rows(result: BuildResult, videos: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """R² (recipes in >= 1 kept pair after the content sieve) with the number of final segments using each as top-1."""
-    r2 = set()
+@dataclass
+class VideoScan:
+    """One streamed pass over the released videos: what the recipes config, the file names and the §7 quantities
+    need (counts, sums and the recipes used as top-1, never the videos)."""
+
+    per_split: Counter = field(default_factory=Counter)
+    top1: Counter = field(default_factory=Counter)        # recipe_id -> final segments using it as top-1
+    raw_asr_segments_train: int = 0
+    segment_durations_train: Tally = field(default_factory=lambda: Tally(resolution=0.01))
+    video_durations_train: Tally = field(default_factory=lambda: Tally(resolution=0.1))
+
+    @classmethod
+    def of(cls, videos: Iterable[dict[str, Any]]) -> VideoScan:
+        out = cls()
+        for v in videos:
+            out.per_split[v["split"]] += 1
+            out.top1.update(s["recipe_id"] for s in v["segments"])
+            if v["split"] == "train":
+                out.raw_asr_segments_train += v["num_asr_segments"]
+                out.segment_durations_train.extend(s["end"] - s["start"] for s in v["segments"])
+                out.video_durations_train.add(v["duration"])
+        return out
+
+
+def recipe_rows(result: BuildResult, top1: Counter, scratch: Path) -> Iterator[dict[str, Any]]:
+    """R² (recipes in >= 1 kept pair after the content sieve) with the number of final segments using each as top-1,
+    in ``recipe_id`` order (sorted on disk in ``scratch``)."""
+    r2: set[int] = set()
     for r in result.stage("content_sieve").rows(["recipe_ids"]):
         r2.update(r["recipe_ids"])
-    top1 = Counter(s["recipe_id"] for v in videos for s in v["segments"])
-    keys = schema.FEATURES["recipes"].keys()
-    rows = [{**{k: r[k] for k in keys if k != "num_segments_top1"}, "num_segments_top1": top1.get(r["recipe_id"], 0)}
-            for r in result.outputs["recipes"].rows() if r["recipe_id"] in r2]
-    return sorted(rows, key=lambda r: r["recipe_id"])
+    keys = [k for k in schema.FEATURES["recipes"] if k != "num_segments_top1"]
+    rows = ({**{k: r[k] for k in keys}, "num_segments_top1": top1.get(r["recipe_id"], 0)}
+            for r in result.outputs["recipes"].rows() if r["recipe_id"] in r2)
+    yield from SortedSpill(scratch / "recipes", key=lambda r: r["recipe_id"]).extend(rows).rows()
 
 
-def quantities(result: BuildResult, videos: list[dict[str, Any]], sample: bool) -> dict[str, dict[str, Any]]:
+def quantities(result: BuildResult, scan: VideoScan, sample: bool) -> dict[str, dict[str, Any]]:
     """The §7 quantities of this build next to the paper's, flagged when they deviate by more than 20%."""
     kept = {name: st.kept for name, st in result.steps.items()}
-    train = [v for v in videos if v["split"] == "train"]
-    segs = [s for v in train for s in v["segments"]]
+    n_train, segs = scan.per_split["train"], scan.segment_durations_train
     value: dict[str, float | int | None] = {
         "videos_V": kept.get("task_size_filter"),
         "videos_V1_title_sieve": kept.get("title_sieve"),
         "videos_V2_content_sieve": kept.get("content_sieve"),
-        "videos_train": len(train),
-        "videos_validation": sum(v["split"] == "validation" for v in videos),
-        "raw_asr_segments_train": sum(v["num_asr_segments"] for v in train),
-        "swapped_segments_train": len(segs),
-        "mean_segments_per_video_train": round(len(segs) / len(train), 2) if train else None,
-        "mean_segment_duration_s_train": round(float(np.mean([s["end"] - s["start"] for s in segs])), 2) if segs else None,
-        "mean_video_duration_s_train": round(float(np.mean([v["duration"] for v in train])), 1) if train else None,
-        "distinct_recipes_used": len({s["recipe_id"] for v in videos for s in v["segments"]}),
+        "videos_train": n_train,
+        "videos_validation": scan.per_split["validation"],
+        "raw_asr_segments_train": scan.raw_asr_segments_train,
+        "swapped_segments_train": segs.n,
+        "mean_segments_per_video_train": round(segs.n / n_train, 2) if n_train else None,
+        "mean_segment_duration_s_train": round(float(segs.mean), 2) if segs.n else None,
+        "mean_video_duration_s_train": round(float(scan.video_durations_train.mean), 1) if n_train else None,
+        "distinct_recipes_used": len(scan.top1),
         "recipes_with_steps": kept.get("recipe_lemmas"),
     }
     from ...release import compare_with_paper
@@ -124,33 +156,49 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: SieveSwapConfi
 
 def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict[str, Any]) -> dict[str, dict[str, int]]:
     """The ``default``, ``raw_asr`` and ``recipes`` configs and the YouCook2-format files, through the core's release
-    flow (built in a hidden sibling, gated, then swapped into place)."""
-    videos = list(result.outputs["videos"].rows())
-    man_models = models(cfg)
+    flow (streamed from the final work shards, built in a hidden sibling, gated, then swapped into place)."""
+    videos = result.outputs["videos"]
+    scan = functools.cache(lambda: VideoScan.of(videos.rows(["split", "segments", "num_asr_segments", "duration"])))
+
+    def split_rows(split: str, make: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[], Iterator[dict]]:
+        return lambda: (make(v) for v in videos.rows() if v["split"] == split)
+
+    def yc2_file(split: str, raw: bool) -> Callable[[Path], None]:
+        def write(path: Path) -> None:
+            items = (next(iter(schema.to_yc2_format([v], raw=raw).items())) for v in videos.rows()
+                     if v["split"] == split)
+            write_json_object(path, items)
+        return write
+
     spec = ReleaseSpec(
         corpus=NAME, title="Sieve & Swap", report_title="Sieve & Swap build report", features=schema.FEATURES,
         default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
-        split_order=("train", "validation"), rows={c: {} for c in schema.FEATURES}, models=man_models,
-        stats_extra={"quantities": quantities(result, videos, info["sample"])},
-        card_context=lambda stats, man: card_context(stats, man, cfg), report_videos=videos,
-        input_keys=(*INPUT_KEYS, "exclude"))
-    if not videos:
+        split_order=("train", "validation"), rows={}, models=lambda: models(cfg),
+        stats_extra=lambda: {"quantities": quantities(result, scan(), info["sample"])},
+        card_context=lambda stats, man: card_context(stats, man, cfg),
+        report_videos=lambda: videos.rows(["duration", "segments"]),
+        input_keys=(*INPUT_KEYS, "exclude"), key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
+    if not count_rows(videos):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
-    recipes = recipe_rows(result, videos)
     spec.rows = {
-        "default": {s: [default_row(v) for v in videos if v["split"] == s] for s in schema.SPLITS["default"]},
-        "raw_asr": {s: [raw_asr_row(v) for v in videos if v["split"] == s] for s in schema.SPLITS["raw_asr"]},
-        "recipes": {"train": recipes},
+        "default": {s: split_rows(s, default_row) for s in schema.SPLITS["default"]},
+        "raw_asr": {s: split_rows(s, raw_asr_row) for s in schema.SPLITS["raw_asr"]},
+        "recipes": {"train": lambda: recipe_rows(result, scan().top1, spec.scratch_dir())},
     }
+
     tags = {"train": "train", "validation": "valid"}
-    for s in schema.SPLITS["default"]:
-        rows = [v for v in videos if v["split"] == s]
-        if not rows:
-            continue
-        for raw, suffix in ((False, "yc2format_clean"), (True, "raw_transcript")):
-            spec.files[f"yc2format/sieve_swap_{tags[s]}_{len(rows)}_{suffix}.json"] = json.dumps(
-                schema.to_yc2_format(rows, raw=raw), ensure_ascii=False)
+
+    def yc2_files() -> dict[str, Callable[[Path], None]]:
+        out = {}
+        for s in schema.SPLITS["default"]:
+            n = scan().per_split[s]
+            if n:
+                for raw, suffix in ((False, "yc2format_clean"), (True, "raw_transcript")):
+                    out[f"yc2format/sieve_swap_{tags[s]}_{n}_{suffix}.json"] = yc2_file(s, raw)
+        return out
+
+    spec.files = yc2_files  # named after the row counts of the split: resolved once the shards are written
     return write_release(result, cfg, out_dir, info, spec)
 
 

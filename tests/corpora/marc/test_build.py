@@ -224,7 +224,8 @@ def test_rebuild_is_identical_and_resumes_a_lost_shard_without_em_or_training(sa
 
     monkeypatch.setattr(HmmIbm1, "fit", no)
     monkeypatch.setattr(chat_classifier, "train_logreg", no)
-    again = build(out, "--work-dir", str(work))
+    # into a fresh --out: the same --out would be found up to date (same final shards) and not rewritten
+    again = build(tmp_path / "resumed", "--work-dir", str(work))
     assert tables(again) == rows
     stats = json.loads((again / "stats.json").read_text())
     assert stats["steps"]["hmm_ibm1"]["cached_shards"] == stats["steps"]["hmm_ibm1"]["shards"] - 1
