@@ -42,7 +42,8 @@ def run_build(corpus: ModuleType, args: argparse.Namespace) -> str:
     with workdir.WorkDirLock(work_dir, wait=getattr(args, "wait", False)):
         if args.fresh:
             workdir.fresh(work_dir, protect=[Path.cwd(), out_root / corpus.NAME])
-        shard_size = args.shard_size or corpus.DEFAULT_SHARD_SIZE
+        default_size = getattr(corpus, "SAMPLE_SHARD_SIZE", None) if sample else None
+        shard_size = args.shard_size or default_size or corpus.DEFAULT_SHARD_SIZE
         policy = ExecPolicy(retries=getattr(args, "retries", 3), retry_errors=getattr(args, "retry_errors", False))
         runner = make_runner(args.engine, args.workers, args.ray_address, getattr(args, "gpus", None))
         t0 = time.perf_counter()
@@ -88,6 +89,10 @@ def format_summary(name: str, result: BuildResult, release: dict[str, dict[str, 
                + (", ".join(f"{k}: {v}" for k, v in work["counters"].items()) or "no counter fired"))
     out.append("release: " + "; ".join(f"{c} " + ", ".join(f"{s}={n}" for s, n in sp.items())
                                        for c, sp in release.items()))
-    out.append(f"written to {out_dir} in {build_s + release_s:.1f} s (pipelines {build_s:.1f} s, "
-               f"release {release_s:.1f} s)")
+    if getattr(release, "up_to_date", False):
+        out.append(f"{out_dir} is up to date (same final shards, fitted states and config): not rewritten; "
+                   f"{build_s + release_s:.1f} s (pipelines {build_s:.1f} s, release check {release_s:.1f} s)")
+    else:
+        out.append(f"written to {out_dir} in {build_s + release_s:.1f} s (pipelines {build_s:.1f} s, "
+                   f"release {release_s:.1f} s)")
     return "\n".join(out)

@@ -361,7 +361,7 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
                     fits[step.name] = rec
                     state, state_key = rec.state, hash_obj(rec.state)
                 tasks.append(StageTask(step, state, data.dir, out_dir, policy, state_key=state_key,
-                                       memo_path=str(memo.path) if step.item_input_keys else ""))
+                                       memo_path=str(memo.path) if step.has_item_inputs else ""))
                 stats_of.append(st)
                 data = StageData(out_dir, n)
                 datas.append(data)

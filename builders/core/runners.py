@@ -55,7 +55,7 @@ class StageTask:
 
     def item_digest(self, rows: list[dict]) -> str:
         """The step's digest of the per-item inputs of ``rows`` ("" for a step without per-item inputs)."""
-        if not self.step.item_input_keys:
+        if not self.step.has_item_inputs:
             return ""
         from .fingerprint import shared_memo
 
@@ -175,7 +175,7 @@ def shard_is_done(task: StageTask, i: int) -> dict[str, Any] | None:
         return None
     if stats.get("state_key", "") != task.state_key:
         return None
-    if task.step.item_input_keys and stats.get("item_digest", "") != task.item_digest(
+    if task.step.has_item_inputs and stats.get("item_digest", "") != task.item_digest(
             read_rows(task.in_dir, i, task.step.item_columns())):
         return None
     if task.policy.retry_errors and stats.get("dropped", {}).get(STEP_ERROR):

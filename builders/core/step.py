@@ -103,6 +103,11 @@ class Step:
         item = {p for k in self.item_input_keys for p in _paths(getattr(self.cfg, k))}
         return [p for p in self.input_paths() if p not in item]
 
+    @property
+    def has_item_inputs(self) -> bool:
+        """The runner computes :meth:`item_digest` for each shard (per-item input keys, or an overriding method)."""
+        return bool(self.item_input_keys) or type(self).item_digest is not Step.item_digest
+
     def item_columns(self) -> list[str]:
         return list(self.item_fields) if self.item_fields is not None else [self.id_field]
 
