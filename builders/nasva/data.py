@@ -2,8 +2,10 @@
 
 - Visual features: one file per video, ``<features_dir>/**/<vid><ext>``, ``ext`` tried in the order of howtostep.md §2.4
   (``.pth.tar``, ``.pth``, ``.pt``: a tensor ``[T, C]`` or a dict with key ``features``, loaded with
-  ``torch.load(..., weights_only=True)``; ``.npy``, ``.mp4.npy``: ``[T, C]``; ``.npz``: key ``features``). Loaded as
-  float32; NaN/Inf, a wrong rank, zero rows or a feature size other than the expected one make the video a named skip.
+  ``torch.load(..., weights_only=True)``; ``.npy``, ``.mp4.npy``: ``[T, C]``; ``.npz``: key ``features``), or rows of
+  a per-shard store named by ``<features_dir>/features.refs.json`` (:class:`FeatureRef`: the HowToStep builder keeps
+  one file per work shard, not one per video). Loaded as float32; NaN/Inf, a wrong rank, zero rows or a feature size
+  other than the expected one make the video a named skip.
 - Text features: the repo's sentence encoders (``builders.models.text_encoder.get_encoder``: ``minilm``, ``mpnet``),
   cached per (encoder id, sha1 of the sentence) in the repo's SQLite :class:`EmbeddingCache` (nasva.md §2), stored
   as the encoder returns them. ``hash[:DIM]`` is a model-free bag-of-words encoder for tests and smoke runs.
@@ -93,9 +95,57 @@ class SkipCounts:
 
 
 # ---------------------------------------------------------------------------------------------- feature files
-def index_feature_files(features_dir: str | Path) -> dict[str, Path]:
+#: a features folder may name videos stored in per-shard files: ``{video_id: FeatureRef.as_dict()}``
+FEATURE_REFS_FILE = "features.refs.json"
+DENSE, SIMULATED = "dense", "simulated"
+
+
+@dataclass(frozen=True)
+class FeatureRef:
+    """One video's features inside a per-shard store file (``.npy``, read memory-mapped): rows ``[start, stop)``.
+
+    ``kind``: ``dense`` -- the rows are the ``[T, C]`` features (fp16); ``simulated`` -- the rows are the video's
+    narrations ``[start_s, end_s, e_1..e_D]`` (float64) from which the simulated features of howtostep.md §6 are
+    regenerated bit for bit (:func:`builders.ops.simulated_features.simulated_features`, ``frames`` = T, ``dim`` = C,
+    rounded to fp16 as a stored copy would be): a deterministic function stored as its arguments, a quarter of the
+    bytes or less."""
+
+    path: str
+    start: int
+    stop: int
+    kind: str = DENSE
+    frames: int = 0
+    dim: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "start": self.start, "stop": self.stop, "kind": self.kind, "frames": self.frames,
+                "dim": self.dim}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FeatureRef:
+        kind = str(d.get("kind", DENSE))
+        if kind not in (DENSE, SIMULATED):
+            raise ValueError(f"unknown feature reference kind {kind!r}")
+        return cls(str(d["path"]), int(d["start"]), int(d["stop"]), kind, int(d.get("frames", 0)),
+                   int(d.get("dim", 0)))
+
+    @property
+    def name(self) -> str:
+        return f"{Path(self.path).name}[{self.start}:{self.stop}]"
+
+
+def _read_refs(path: Path) -> dict[str, FeatureRef]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {str(vid): FeatureRef.from_dict(d) for vid, d in data.items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise NasvaInputError(f"{path}: unreadable feature references ({type(e).__name__}: {e})") from e
+
+
+def index_feature_files(features_dir: str | Path) -> dict[str, Path | FeatureRef]:
     """Map video id -> feature file under ``features_dir`` (recursive). When several files name the same video, the
-    extension earlier in :data:`FEATURE_EXTS` wins, then the first path in sorted order."""
+    extension earlier in :data:`FEATURE_EXTS` wins, then the first path in sorted order. The videos that
+    ``features_dir/features.refs.json`` names map to their :class:`FeatureRef` instead."""
     root = Path(features_dir)
     if not root.is_dir():
         raise NasvaInputError(f"features directory not found: {root}")
@@ -111,15 +161,44 @@ def index_feature_files(features_dir: str | Path) -> dict[str, Path]:
             vid = name[: -len(ext)]
             if vid not in best or rank < best[vid][0]:
                 best[vid] = (rank, os.path.join(dirpath, name))
-    return {vid: Path(p) for vid, (_, p) in best.items()}
+    out: dict[str, Path | FeatureRef] = {vid: Path(p) for vid, (_, p) in best.items()}
+    if (root / FEATURE_REFS_FILE).is_file():
+        out.update(_read_refs(root / FEATURE_REFS_FILE))
+    return out
 
 
-def load_feature_file(path: str | Path, allow_nonfinite: bool = False) -> np.ndarray:
-    """Read one per-second feature file as float32 ``[T, C]``; raise :class:`FeatureError` with a named reason."""
-    p = Path(path)
+def _load_feature_ref(ref: FeatureRef) -> np.ndarray:
+    """The rows a :class:`FeatureRef` names, as a ``[T, C]`` array (simulated ones regenerated, fp16-rounded)."""
+    if not 0 <= ref.start <= ref.stop:
+        raise FeatureError("bad_features", f"{ref.name}: bad row range")
+    block = np.load(ref.path, mmap_mode="r", allow_pickle=False)
+    if block.ndim != 2 or ref.stop > block.shape[0]:
+        raise FeatureError("bad_features", f"{ref.name}: rows outside the store file of shape {block.shape}")
+    rows = np.array(block[ref.start:ref.stop])
+    del block
+    if ref.kind == DENSE:
+        return rows
+    from builders.ops.simulated_features import simulated_features
+
+    if rows.shape[1] < 3 or ref.frames < 1 or ref.dim < 1:
+        raise FeatureError("bad_features", f"{ref.name}: not simulated-feature factors")
+    try:
+        x = simulated_features(rows[:, 2:], rows[:, 0], rows[:, 1], ref.frames, dim=ref.dim, seed=0)
+    except ValueError as e:
+        raise FeatureError("bad_features", f"{ref.name}: {e}") from e
+    return x.astype(np.float16)
+
+
+def load_feature_file(path: str | Path | FeatureRef, allow_nonfinite: bool = False) -> np.ndarray:
+    """Read one per-second feature file (or the rows a :class:`FeatureRef` names) as float32 ``[T, C]``; raise
+    :class:`FeatureError` with a named reason."""
+    p = Path(path.path) if isinstance(path, FeatureRef) else Path(path)
     name = p.name
     try:
-        if name.endswith(_TORCH_EXTS):
+        if isinstance(path, FeatureRef):
+            p = Path(path.name)
+            arr = _load_feature_ref(path)
+        elif name.endswith(_TORCH_EXTS):
             obj = torch.load(p, map_location="cpu", weights_only=True)
             if isinstance(obj, Mapping):
                 if "features" not in obj:
@@ -218,26 +297,56 @@ class TextEncoderLike(Protocol):
 
 class HashTextEncoder:
     """Deterministic bag-of-words vectors without a model (sum of per-word Gaussian vectors seeded by sha1 of the
-    word, L2-normalised). For tests and smoke runs only: it knows no semantics."""
+    word, L2-normalised). For tests and smoke runs only: it knows no semantics.
+
+    Word vectors are drawn once per encoder into a table (up to :attr:`CACHE_BYTES`, then the table starts again) and
+    a batch is summed with one ``np.add.at`` in word order, so the vectors are bit-identical to adding them word by
+    word (issue 19: drawing a NumPy generator per word occurrence made this "model-free" encoder 97 % of Stage 1)."""
+
+    CACHE_BYTES = 64 << 20
+    _WORD_RE = re.compile(r"[a-z0-9']+")
 
     def __init__(self, dim: int = 64):
         self._dim = int(dim)
         self.model_id = f"hash-bow-{self._dim}"
         self.name = f"hash:{self._dim}"
+        self._row: dict[str, int] = {}
+        self._table = np.zeros((0, self._dim), dtype=np.float64)
 
     @property
     def dim(self) -> int:
         return self._dim
 
-    def _word(self, w: str) -> np.ndarray:
+    def _draw(self, w: str) -> np.ndarray:
         seed = int.from_bytes(hashlib.sha1(w.encode("utf-8")).digest()[:8], "little")
         return np.random.default_rng(seed).standard_normal(self._dim)
 
+    def _rows(self, words: list[str]) -> list[int]:
+        """Table rows of ``words``, drawing the vectors of new words."""
+        row = self._row
+        new = [w for w in dict.fromkeys(words) if w not in row]
+        if new:
+            for w in new:
+                row[w] = len(row)
+            grown = np.empty((len(row), self._dim), dtype=np.float64)
+            grown[:len(self._table)] = self._table
+            grown[len(self._table):] = [self._draw(w) for w in new]
+            self._table = grown
+        return [row[w] for w in words]
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if self._table.nbytes >= self.CACHE_BYTES:
+            self._row, self._table = {}, np.zeros((0, self._dim), dtype=np.float64)
         out = np.zeros((len(texts), self._dim), dtype=np.float64)
+        owners: list[int] = []
+        words: list[str] = []
         for i, t in enumerate(texts):
-            for w in re.findall(r"[a-z0-9']+", t.lower()) or [""]:
-                out[i] += self._word(w)
+            ws = self._WORD_RE.findall(t.lower()) or [""]
+            words += ws
+            owners += [i] * len(ws)
+        if words:  # in order: the same sums as adding word by word
+            rows = self._rows(words)  # (may grow the table)
+            np.add.at(out, np.asarray(owners, dtype=np.intp), self._table[rows])
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out.astype(np.float32)
 

@@ -7,11 +7,12 @@
 - ``segments``: ``[{"start", "end", "text"}]`` per video, either one json ``{vid: [...]}`` or a directory of
   ``<vid>.json`` lists.
 
-One-file formats are streamed once into one small file per video under ``work_dir`` with
+One-file formats are streamed once into blocks of 1,000 videos with an id index under ``work_dir`` with
 :func:`builders.sources.transcripts.split_raw_captions` (re-split only when the source file or the wanted ids change;
 the split builds one video at a time and caps its nesting depth and size while streaming, so one bad video is a
-``malformed_transcript``, never a crash or gigabytes of memory). Every per-video file is capped at ``transcripts.MAX_TRANSCRIPT_BYTES`` and :data:`MAX_JSON_DEPTH`
-levels of nesting (checked on the bytes before ``json.loads``).
+``malformed_transcript``, never a crash or gigabytes of memory). Every video's JSON (a file, or its slice of a split)
+is capped at ``transcripts.MAX_TRANSCRIPT_BYTES`` and :data:`MAX_JSON_DEPTH` levels of nesting (checked on the bytes
+before ``json.loads``).
 
 Errors per video are :class:`~builders.sources.transcripts.TranscriptError`: ``no_transcript`` (no file, invalid id)
 or ``malformed_transcript`` (invalid JSON, too big, too deep, wrong top-level type, a segment without start/end/text
@@ -39,6 +40,7 @@ from .transcripts import (
     NO_TRANSCRIPT,
     RAW_CAPTIONS_DIR,
     STOPWORD_CHECK_MIN_TOKENS,
+    SplitIndex,
     TranscriptError,
     _checked_id,
     _marker_key,
@@ -116,12 +118,18 @@ def load_transcript_json(path: Path) -> Any:
         data = path.read_bytes()
     except OSError as err:
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: unreadable: {err}") from None
+    return parse_transcript_bytes(path.name, data)
+
+
+def parse_transcript_bytes(name: str, data: bytes) -> Any:
+    """Parse one video's JSON bytes (a file or its slice of a split): ``malformed_transcript`` when nested deeper
+    than :data:`MAX_JSON_DEPTH` or not UTF-8 JSON."""
     if (depth := json_nesting_depth([data], MAX_JSON_DEPTH)) > MAX_JSON_DEPTH:
-        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: JSON nested deeper than {MAX_JSON_DEPTH} ({depth}+)")
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} ({depth}+)")
     try:
         return json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: invalid JSON: {err}"[:300]) from None
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{name}: invalid JSON: {err}"[:300]) from None
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -239,12 +247,10 @@ class NarrationReader:
             raise ValueError(f"transcript_format={fmt}: a work_dir is needed to split {self.path}")
         self.split_root = Path(work_dir) / SPLIT_DIRS[fmt]
         _split_once(self.path, self.split_root, wanted_ids)
-        marker = _read_marker(self.split_root)
-        self.split_error = str(marker.get("error") or "") if marker else ""
+        self.split = SplitIndex(self.split_root)
+        self.split_error = self.split.error
 
     def _lookup(self, vid: str) -> Path:
-        if self.split_root is not None:
-            return transcripts.split_file_path(self.split_root, vid, self.split_error)
         direct = self.path / f"{vid}.json"
         if direct.is_file():
             return direct
@@ -255,10 +261,24 @@ class NarrationReader:
             raise TranscriptError(NO_TRANSCRIPT, f"no {vid}.json under {self.path}")
         return path
 
+    def path_of(self, video_id: str) -> Path | None:
+        """The ``<vid>.json`` file of a directory input (None when absent, or for a split one-file input)."""
+        if self.split_root is not None or not is_valid_video_id(video_id):
+            return None
+        try:
+            return self._lookup(video_id)
+        except TranscriptError:
+            return None
+
+    def _load(self, vid: str) -> Any:
+        if self.split_root is not None:
+            return parse_transcript_bytes(vid, self.split.read_bytes(vid))
+        return load_transcript_json(self._lookup(vid))
+
     def read(self, video_id: str) -> TranscriptInput:
         """The video's transcript; raises ``TranscriptError`` (``no_transcript`` | ``malformed_transcript``)."""
         vid = _checked_id(video_id)
-        obj = load_transcript_json(self._lookup(vid))
+        obj = self._load(vid)
         if self.fmt == "whisperx":
             return parse_whisperx_json(vid, obj)
         if self.fmt == "segments":
@@ -271,11 +291,31 @@ class NarrationReader:
                            "removed) instead of raw_caption.json? (spec §2.2)", vid, STOPWORD_CHECK_MIN_TOKENS)
         return item
 
-    def ids(self) -> set[str] | None:
-        """The video ids with a transcript file (for a split input: those written by the split)."""
+    def has(self, video_id: str) -> bool:
+        """The input holds a transcript entry for the video (for a split: its bytes, or the reason they could not be
+        kept, which :meth:`read` raises as ``malformed_transcript``). One index look-up or one ``stat``: never a scan
+        of the whole input per video (ARCHITECTURE.md "Scale")."""
+        if not is_valid_video_id(video_id):
+            return False
         if self.split_root is not None:
-            return {p.name[: -len(".json")] for p in self.split_root.glob("*/*.json")
-                    if is_valid_video_id(p.name[: -len(".json")])}
+            return self.split.has(video_id)
+        return self.path_of(video_id) is not None
+
+    def item_digests(self, video_ids: list[str], memo: Any = None) -> dict[str, str]:
+        """What keys each video's rows: the sha256 of its slice of a split input (recorded by the split), or of its
+        ``<vid>.json`` (through the fingerprint ``memo``); ``-`` when the input has none."""
+        if self.split_root is not None:
+            entries = self.split.entries(video_ids)
+            return {v: self.split.digest(v, entries.get(v)) for v in video_ids}
+        from ..core.fingerprint import item_file_sha
+
+        return {v: item_file_sha(self.path_of(v), memo) for v in video_ids}
+
+    def ids(self) -> set[str] | None:
+        """The video ids with a transcript (for a split input: those whose value the split wrote). A scan of the
+        whole input: for listings, never per video (use :meth:`has`)."""
+        if self.split_root is not None:
+            return self.split.ids()
         if self._index is None:
             self._index = _index_dir(self.path)
         return set(self._index)

@@ -4,7 +4,8 @@
 Both give a :class:`Transcript` of ``(start, end, text)`` segments in seconds, the input of the sieve and swap of
 the paper (``../shared/papers/004_7a7f59c04c52b84c.txt`` §4.2: transcript segments keep their ASR timestamps).
 The raw-caption file is large (one JSON object over all videos), so :func:`split_raw_captions` streams it once with
-``ijson`` into one small file per video; the stores then read one video at a time. A video that cannot be read
+``ijson`` into blocks of 1,000 videos with an id index (:class:`SplitIndex`); the stores then read one video at a
+time. A video that cannot be read
 raises :class:`TranscriptError` with the spec's reason (``no_transcript`` / ``malformed_transcript``), which the
 pipeline turns into a counted drop.
 """
@@ -39,6 +40,9 @@ MAX_JSON_DEPTH = 32  # one video's JSON nesting (WhisperX nests 5 levels, raw_ca
 STOPWORD_CHECK_MIN_TOKENS = 50  # spec §2.3: caption.json (stop words removed) instead of raw_caption.json
 SPLIT_MARKER = "_split_done.json"
 RAW_CAPTIONS_DIR = "raw_captions"
+SPLIT_LAYOUT = "blocks-v1"  # block-NNNNN.jsonl + index.sqlite (a split of another layout is made again)
+BLOCK_VIDEOS = 1000  # videos a block file of a split
+INDEX_FILE = "index.sqlite"
 _VIDEO_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TOKEN_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
@@ -68,12 +72,6 @@ class TranscriptError(Exception):
 def is_valid_video_id(video_id: Any) -> bool:
     """True for a string of 1–64 characters from ``[A-Za-z0-9_-]`` (YouTube ids), safe as a file name."""
     return isinstance(video_id, str) and _VIDEO_ID_RE.fullmatch(video_id) is not None
-
-
-def raw_caption_path(root: str | Path, video_id: str) -> Path:
-    """Where :func:`split_raw_captions` puts a video: ``root/<first 2 hex of sha1(id)>/<id>.json``."""
-    shard = hashlib.sha1(video_id.encode("utf-8")).hexdigest()[:2]
-    return Path(root) / shard / f"{video_id}.json"
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -255,28 +253,91 @@ def _build_value(events: Iterator[tuple[str, Any]], event: str, value: Any, max_
     return root, ""
 
 
-def split_error_path(root: str | Path, video_id: str) -> Path:
-    """Where :func:`split_raw_captions` records why one video's value was not written (next to its ``.json``)."""
-    return raw_caption_path(root, video_id).with_suffix(".error")
+def block_path(root: str | Path, block: int) -> Path:
+    """Block ``block`` of a split made by :func:`split_raw_captions`: ``root/block-00000.jsonl``."""
+    return Path(root) / f"block-{block:05d}.jsonl"
+
+
+class _BlockWriter:
+    """Appends videos to ``block-NNNNN.jsonl`` files of at most ``BLOCK_VIDEOS`` videos, each written under a hidden
+    temporary name and renamed when full; returns each video's ``(block, offset, length, sha256)``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.block = -1
+        self.videos = BLOCK_VIDEOS
+        self.offset = 0
+        self._f: Any = None
+        self._tmp: Path | None = None
+
+    def add(self, data: bytes) -> tuple[int, int, int, str]:
+        if self.videos >= BLOCK_VIDEOS:
+            self.close()
+            self.block += 1
+            self._tmp = self.root / f".{block_path(self.root, self.block).name}.{os.getpid()}.tmp"
+            self._f = open(self._tmp, "wb")
+            self.videos = self.offset = 0
+        where = (self.block, self.offset, len(data), hashlib.sha256(data).hexdigest())
+        self._f.write(data + b"\n")
+        self.offset += len(data) + 1
+        self.videos += 1
+        return where
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            os.replace(self._tmp, block_path(self.root, self.block))
+            self._f = self._tmp = None
+
+    def abort(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._tmp.unlink(missing_ok=True)
+            self._f = self._tmp = None
+
+
+def _write_index(root: Path, entries: dict[str, tuple[int, int, int, str, str]]) -> None:
+    """The split's ``index.sqlite``: ``video_id -> (block, offset, length, sha256, error)``, written atomically."""
+    import sqlite3
+
+    tmp = root / f".{INDEX_FILE}.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    con = sqlite3.connect(tmp)
+    try:
+        con.execute("CREATE TABLE videos (video_id TEXT PRIMARY KEY, block INTEGER, offset INTEGER, "
+                    "length INTEGER, sha256 TEXT, error TEXT) WITHOUT ROWID")
+        con.executemany("INSERT INTO videos VALUES (?, ?, ?, ?, ?, ?)",
+                        ((vid, *e) for vid, e in sorted(entries.items())))
+        con.commit()
+    finally:
+        con.close()
+    os.replace(tmp, root / INDEX_FILE)
 
 
 def split_raw_captions(
     path: str | Path, out_dir: str | Path, wanted_ids: set[str] | None = None
 ) -> dict[str, int]:
-    """Stream HowTo100M ``raw_caption.json`` (spec §2.3) into one JSON file per video under ``out_dir``.
+    """Stream HowTo100M ``raw_caption.json`` (spec §2.3) into blocks of videos under ``out_dir``.
+
+    Layout (``SPLIT_LAYOUT``): ``block-00000.jsonl``, ... hold :data:`BLOCK_VIDEOS` videos each, one JSON value a
+    line, and ``index.sqlite`` maps each video id to its ``(block, offset, length, sha256)`` or to the ``error`` that
+    kept it out, so a reader seeks one video without reading the rest and a split of 370,000 videos is a few hundred
+    files (one file a video made the work directory grow by a file and a filesystem block per video). The sha256 of
+    a video's bytes keys its rows' cache (ARCHITECTURE.md "Scale": an edit reruns one video's shards).
 
     Streams ijson ``basic_parse`` events (the file is never loaded whole) and builds one video's value at a time,
     capped at :data:`MAX_JSON_DEPTH` levels and :data:`MAX_TRANSCRIPT_BYTES` (read at call time): a video over a cap
-    is not written; its ``<id>.error`` file makes it a ``malformed_transcript`` drop (counted as ``too_big``), so a
-    200 KB file of 100,000 nested arrays costs no memory. ``NaN`` / ``Infinity`` tokens are read as strings (see
-    :class:`_NonFiniteAsStrings`): the segment, not the rest of the file, is lost. Ids that are not
-    ``[A-Za-z0-9_-]{1,64}`` are never used as paths and are counted as ``bad_id``; ids outside ``wanted_ids`` (when
-    given) as ``skipped_unwanted``. Each file is written atomically; re-running rewrites the same files
-    (idempotent). A JSON syntax error (e.g. a truncated download) stops the split: what was read is kept,
-    ``json_error`` is 1, the video being read gets an ``.error`` file, the marker records the error and every video
-    not found is then ``malformed_transcript`` (the file could not be read to its end), not ``no_transcript``. A
-    marker ``SPLIT_MARKER`` with the source's size/mtime, the counts and the error is written last. Raises
-    :class:`~builders.core.errors.InputError` for a file that is not a JSON object. Returns the counts.
+    is not written; its index entry records why, which makes it a ``malformed_transcript`` drop (counted as
+    ``too_big``), so a 200 KB file of 100,000 nested arrays costs no memory. ``NaN`` / ``Infinity`` tokens are read
+    as strings (see :class:`_NonFiniteAsStrings`): the segment, not the rest of the file, is lost. Ids that are not
+    ``[A-Za-z0-9_-]{1,64}`` are never used and are counted as ``bad_id``; ids outside ``wanted_ids`` (when given) as
+    ``skipped_unwanted``; a repeated id keeps its last value (as ``json.load`` does). Every file is written
+    atomically; re-running rewrites the same files (idempotent). A JSON syntax error (e.g. a truncated download)
+    stops the split: what was read is kept, ``json_error`` is 1, the video being read is recorded as malformed, the
+    marker records the error and every video not found is then ``malformed_transcript`` (the file could not be read
+    to its end), not ``no_transcript``. A marker ``SPLIT_MARKER`` with the source's size/mtime, the layout, the
+    counts and the error is written last. Raises :class:`~builders.core.errors.InputError` for a file that is not a
+    JSON object. Returns the counts.
     """
     src = Path(path)
     if not src.is_file():
@@ -284,52 +345,62 @@ def split_raw_captions(
     _check_json_object_file(src)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    (out / SPLIT_MARKER).unlink(missing_ok=True)  # a split that is cut short is never taken for a finished one
     counts = {"videos": 0, "skipped_unwanted": 0, "bad_id": 0, "json_error": 0}
     too_big = 0
     error = ""
     max_bytes = MAX_TRANSCRIPT_BYTES
     current: str | None = None
-    with open(src, "rb") as f:
-        stream = _NonFiniteAsStrings(f)
-        events = ijson.basic_parse(stream, use_float=True)
-        try:
-            next(events)  # start_map, checked above
-            for event, video_id in events:
-                if event != "map_key":
-                    break  # end_map
-                event, value = next(events)
-                if not is_valid_video_id(video_id):
-                    counts["bad_id"] += 1
-                    if counts["bad_id"] <= 10:
-                        logger.warning("raw captions: ignoring unsafe video id %r", str(video_id)[:80])
-                    if event.startswith("start_"):
-                        _skip_value(events, 1)
-                    continue
-                if wanted_ids is not None and video_id not in wanted_ids:
-                    counts["skipped_unwanted"] += 1
-                    if event.startswith("start_"):
-                        _skip_value(events, 1)
-                    continue
-                current = video_id
-                obj, problem = _build_value(events, event, value, MAX_JSON_DEPTH, max_bytes)
-                current = None
-                if problem:
-                    too_big += 1
-                    _write_atomic(split_error_path(out, video_id), problem.encode())
-                    raw_caption_path(out, video_id).unlink(missing_ok=True)
-                else:
-                    _write_atomic(raw_caption_path(out, video_id), json.dumps(obj).encode("utf-8"))
-                    split_error_path(out, video_id).unlink(missing_ok=True)
-                counts["videos"] += 1
-        except (ijson.JSONError, ValueError, StopIteration) as err:  # ValueError: bad bytes (pure-Python backend)
-            counts["json_error"] = 1
-            why = "unexpected end of file" if isinstance(err, StopIteration) else " ".join(str(err).split())[:200]
-            error = (f"{src.name}: JSON error near byte {stream.bytes_read} after {counts['videos']} videos, the rest "
-                     f"was not read: {why}")
-            if current is not None:
-                _write_atomic(split_error_path(out, current), f"invalid JSON: {error}".encode())
-                raw_caption_path(out, current).unlink(missing_ok=True)
-            logger.error("raw captions %s: JSON error after %d videos, rest not read: %s", src, counts["videos"], why)
+    entries: dict[str, tuple[int, int, int, str, str]] = {}
+    blocks = _BlockWriter(out)
+    try:
+        with open(src, "rb") as f:
+            stream = _NonFiniteAsStrings(f)
+            events = ijson.basic_parse(stream, use_float=True)
+            try:
+                next(events)  # start_map, checked above
+                for event, video_id in events:
+                    if event != "map_key":
+                        break  # end_map
+                    event, value = next(events)
+                    if not is_valid_video_id(video_id):
+                        counts["bad_id"] += 1
+                        if counts["bad_id"] <= 10:
+                            logger.warning("raw captions: ignoring unsafe video id %r", str(video_id)[:80])
+                        if event.startswith("start_"):
+                            _skip_value(events, 1)
+                        continue
+                    if wanted_ids is not None and video_id not in wanted_ids:
+                        counts["skipped_unwanted"] += 1
+                        if event.startswith("start_"):
+                            _skip_value(events, 1)
+                        continue
+                    current = video_id
+                    obj, problem = _build_value(events, event, value, MAX_JSON_DEPTH, max_bytes)
+                    current = None
+                    if problem:
+                        too_big += 1
+                        entries[video_id] = (-1, 0, 0, "", problem)
+                    else:
+                        entries[video_id] = (*blocks.add(json.dumps(obj).encode("utf-8")), "")
+                    counts["videos"] += 1
+            except (ijson.JSONError, ValueError, StopIteration) as err:  # ValueError: bad bytes (pure Python)
+                counts["json_error"] = 1
+                why = "unexpected end of file" if isinstance(err, StopIteration) else " ".join(str(err).split())[:200]
+                error = (f"{src.name}: JSON error near byte {stream.bytes_read} after {counts['videos']} videos, the "
+                         f"rest was not read: {why}")
+                if current is not None:
+                    entries[current] = (-1, 0, 0, "", f"invalid JSON: {error}")
+                logger.error("raw captions %s: JSON error after %d videos, rest not read: %s", src, counts["videos"],
+                             why)
+        blocks.close()
+    except BaseException:
+        blocks.abort()
+        raise
+    for stale in out.glob("block-*.jsonl"):  # blocks of an earlier, longer split of another file
+        if stale.name > block_path(out, blocks.block).name:
+            stale.unlink()
+    _write_index(out, entries)
     if too_big:
         counts["too_big"] = too_big
     marker = _split_marker(src, wanted_ids, counts)
@@ -338,34 +409,115 @@ def split_raw_captions(
     return counts
 
 
-def split_file_path(root: str | Path, video_id: str, split_error: str = "") -> Path:
-    """The per-video file of a split made by :func:`split_raw_captions`, or :class:`TranscriptError`:
-    ``malformed_transcript`` for a video whose value was over a cap or cut by a JSON error, or for any video absent
-    from a split that stopped at a JSON error (``split_error``: it may be in the part that could not be read);
-    ``no_transcript`` for a video absent from a complete file."""
-    path = raw_caption_path(root, video_id)
-    if path.is_file():
-        return path
-    err = split_error_path(root, video_id)
-    if err.is_file():
-        raise TranscriptError(MALFORMED_TRANSCRIPT, err.read_text(encoding="utf-8", errors="replace")[:300])
-    if split_error:
-        raise TranscriptError(MALFORMED_TRANSCRIPT, f"not in the readable part of the transcripts: {split_error}")
-    raise TranscriptError(NO_TRANSCRIPT, f"no file {path.name}")
+class SplitIndex:
+    """The read side of a split made by :func:`split_raw_captions`: one index look-up and one ``seek`` a video,
+    memory bounded by one video whatever the number of videos (the index stays on disk, in SQLite)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._con: Any = None
+        self._key: tuple[int, int] | None = None
+        self._read_marker()
+
+    def _read_marker(self) -> None:
+        marker = _read_marker(self.root)
+        self.counts: dict[str, int] | None = marker.get("counts") if marker else None
+        self.error: str = str(marker.get("error") or "") if marker else ""
+
+    def __getstate__(self) -> dict[str, Any]:  # a step holding one is pickled to workers: reopen there
+        return {**self.__dict__, "_con": None, "_key": None}
+
+    def _db(self) -> Any:
+        import sqlite3
+        from urllib.parse import quote
+
+        path = self.root / INDEX_FILE
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns)
+        if self._con is None or self._key != key:  # re-split since it was opened: read the new index
+            if self._con is not None:
+                self._con.close()
+                self._read_marker()
+            self._con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True,
+                                        check_same_thread=False)
+            self._key = key
+        return self._con
+
+    def entries(self, video_ids: Iterable[str]) -> dict[str, tuple[int, int, int, str, str]]:
+        """``{video_id: (block, offset, length, sha256, error)}`` of those of ``video_ids`` the split holds."""
+        db = self._db()
+        ids = [v for v in dict.fromkeys(video_ids) if is_valid_video_id(v)]
+        if db is None or not ids:
+            return {}
+        out: dict[str, tuple[int, int, int, str, str]] = {}
+        for i in range(0, len(ids), 500):  # SQLite's limit of bound parameters
+            part = ids[i:i + 500]
+            q = f"SELECT * FROM videos WHERE video_id IN ({','.join('?' * len(part))})"
+            out.update({r[0]: tuple(r[1:]) for r in db.execute(q, part)})
+        return out
+
+    def has(self, video_id: str) -> bool:
+        """The split holds the video (its bytes, or the reason it could not keep them)."""
+        return bool(self.entries([video_id]))
+
+    def ids(self) -> set[str]:
+        """The ids whose value was written (not those recorded as malformed)."""
+        db = self._db()
+        return set() if db is None else {r[0] for r in db.execute("SELECT video_id FROM videos WHERE error = ''")}
+
+    def digest(self, video_id: str, entry: tuple[int, int, int, str, str] | None) -> str:
+        """What keys the video's rows: the sha256 of its bytes, its error, or ``-`` when absent."""
+        if entry is None:
+            return "-"
+        return entry[3] or "error:" + entry[4]
+
+    def read_bytes(self, video_id: str) -> bytes:
+        """The video's JSON bytes, or :class:`TranscriptError`: ``malformed_transcript`` for a video whose value was
+        over a cap or cut by a JSON error, over :data:`MAX_TRANSCRIPT_BYTES` (read at call time), or absent from a
+        split that stopped at a JSON error (it may be in the part that could not be read); ``no_transcript`` for a
+        video absent from a complete file."""
+        entry = self.entries([video_id]).get(video_id)
+        if entry is None:
+            if self.error:
+                raise TranscriptError(MALFORMED_TRANSCRIPT, f"not in the readable part of the transcripts: "
+                                                            f"{self.error}")
+            raise TranscriptError(NO_TRANSCRIPT, f"no transcript for {video_id} in {self.root.name}")
+        block, offset, length, _, error = entry
+        if error:
+            raise TranscriptError(MALFORMED_TRANSCRIPT, error[:300])
+        if length > MAX_TRANSCRIPT_BYTES:
+            raise TranscriptError(MALFORMED_TRANSCRIPT, f"{video_id}: {length} bytes > {MAX_TRANSCRIPT_BYTES}")
+        try:
+            with open(block_path(self.root, block), "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+        except OSError as err:
+            raise TranscriptError(MALFORMED_TRANSCRIPT, f"{video_id}: unreadable split block: {err}") from None
+        if len(data) != length:
+            raise TranscriptError(MALFORMED_TRANSCRIPT, f"{video_id}: split block {block} is cut short")
+        return data
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
 
 def _split_marker(src: Path, wanted_ids: Iterable[str] | None, counts: dict[str, int] | None) -> dict[str, Any]:
     stat = src.stat()
     wanted = None if wanted_ids is None else hashlib.sha1("\n".join(sorted(wanted_ids)).encode()).hexdigest()
     return {"source": str(src.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "wanted": wanted,
-            "counts": counts}
+            "layout": SPLIT_LAYOUT, "counts": counts}
 
 
 def _marker_key(marker: dict[str, Any] | None) -> tuple[Any, ...] | None:
-    """What identifies a split: the source file (path, size, mtime) and the wanted-id set."""
+    """What identifies a split: the source file (path, size, mtime), the wanted-id set and the layout."""
     if marker is None:
         return None
-    return tuple(marker.get(key) for key in ("source", "size", "mtime_ns", "wanted"))
+    return tuple(marker.get(key) for key in ("source", "size", "mtime_ns", "wanted", "layout"))
 
 
 def _read_marker(root: Path) -> dict[str, Any] | None:
@@ -387,10 +539,15 @@ def _load_json_file(path: Path) -> Any:
         raise TranscriptError(NO_TRANSCRIPT, f"no file {path.name}") from None
     if size > MAX_TRANSCRIPT_BYTES:
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: {size} bytes > {MAX_TRANSCRIPT_BYTES}")
+    return _parse_json_bytes(path.name, path.read_bytes())
+
+
+def _parse_json_bytes(name: str, data: bytes) -> Any:
+    """One video's JSON value from its bytes; ``malformed_transcript`` when not UTF-8 JSON."""
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: invalid JSON: {err}") from None
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{name}: invalid JSON: {err}") from None
 
 
 def _as_time(value: Any) -> float:
@@ -449,7 +606,27 @@ def parse_whisperx(video_id: str, obj: Any) -> Transcript:
 
 @cache
 def english_stop_words() -> frozenset[str]:
-    """spaCy's English stop words (a plain set; no model is loaded), or empty when spaCy is not installed."""
+    """spaCy's English stop words (a plain set; no model is loaded), or empty when spaCy is not installed.
+
+    The list is a plain module (``spacy/lang/en/stop_words.py``, no import inside) loaded by path: importing it
+    through the package runs ``spacy/__init__`` (2.4 s of CPU in every worker, issue 19). If it cannot be loaded so,
+    the package import is the fallback."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("spacy")  # finds the package without running its __init__
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(next(iter(spec.submodule_search_locations))) / "lang" / "en" / "stop_words.py"
+        mod_spec = importlib.util.spec_from_file_location("_procvid_spacy_en_stop_words", path)
+        if path.is_file() and mod_spec is not None and mod_spec.loader is not None:
+            module = importlib.util.module_from_spec(mod_spec)
+            try:
+                mod_spec.loader.exec_module(module)
+                return frozenset(module.STOP_WORDS)
+            except Exception:  # noqa: BLE001 - a changed layout: the package import below
+                pass
     try:
         from spacy.lang.en.stop_words import (
             STOP_WORDS,  # imported lazily: importing spacy takes seconds
@@ -489,19 +666,19 @@ def _checked_id(video_id: Any) -> str:
 
 
 class RawCaptionStore:
-    """Per-video raw captions written by :func:`split_raw_captions` (``split_counts`` from its marker, if any)."""
+    """Per-video raw captions of a split written by :func:`split_raw_captions` (``split_counts`` from its marker)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = _require_dir(root)
-        marker = _read_marker(self.root)
-        self.split_counts: dict[str, int] | None = marker.get("counts") if marker else None
-        self.split_error: str = str(marker.get("error") or "") if marker else ""
+        self.index = SplitIndex(self.root)
+        self.split_counts: dict[str, int] | None = self.index.counts
+        self.split_error: str = self.index.error
         self._warned: set[str] = set()
 
     def get(self, video_id: str) -> Transcript:
         """The video's transcript; raises :class:`TranscriptError`. Warns once per video on stop-word-free text."""
         vid = _checked_id(video_id)
-        transcript = parse_raw_caption(vid, _load_json_file(split_file_path(self.root, vid, self.split_error)))
+        transcript = parse_raw_caption(vid, _parse_json_bytes(vid, self.index.read_bytes(vid)))
         if vid not in self._warned and lacks_stop_words(transcript.segments):
             self._warned.add(vid)
             logger.warning(
@@ -538,3 +715,33 @@ def open_transcripts(
     if _marker_key(_read_marker(out)) != _marker_key(_split_marker(src, wanted_ids, None)):
         split_raw_captions(src, out, wanted_ids)
     return RawCaptionStore(out)
+
+
+def transcript_item_digests(video_ids: list[str], split_root: str | Path | None, whisperx_dir: str | Path | None,
+                            memo: Any = None) -> list[str]:
+    """What each video's transcript contributes to its rows, for a step's ``item_digest`` (ARCHITECTURE.md "Scale": an
+    edit reruns one video's shards): its entry of a ``raw_caption.json`` split under ``split_root``
+    (:meth:`SplitIndex.digest`: the sha256 of its bytes, its error, ``-`` when absent), else the content sha256 of its
+    WhisperX file ``<whisperx_dir>/<id>.json`` through the fingerprint ``memo`` (a ``stat`` and a look-up while
+    unchanged; ``-`` when absent, the error's name when it cannot be read, e.g. a folder in its place). An id that is
+    not a safe file name is refused unread by the stores: ``-``. Whether a split stopped at a JSON error (every video
+    it did not reach is then ``malformed_transcript``) is not in these digests: key the whole stage on it."""
+    from ..core.fingerprint import item_file_sha
+
+    if split_root is not None:
+        index = SplitIndex(split_root)
+        try:
+            entries = index.entries(video_ids)
+            return [index.digest(v, entries.get(v)) for v in video_ids]
+        finally:
+            index.close()
+    out = []
+    for v in video_ids:
+        if not is_valid_video_id(v) or not whisperx_dir:
+            out.append("-")
+            continue
+        try:
+            out.append(item_file_sha(Path(whisperx_dir) / f"{v}.json", memo))
+        except OSError as e:
+            out.append(f"!{type(e).__name__}")
+    return out

@@ -14,16 +14,20 @@ files. On top of it this module applies the rules of spec §7:
   as ``features_repaired``;
 - no file for a video: ``missing_features``.
 
-Computed features (``visual_features=compute``) are stored by :func:`write_feature_npy` as fp16 ``[T, C]`` ``.npy``
-(spec §2.4). The NaSVA module (which imports torch) is imported lazily.
+Computed features (``visual_features=compute``) are stored as fp16 ``[T, C]`` ``.npy`` (spec §2.4): by
+:func:`write_feature_npy` one file a video, or by :func:`write_store_block` one file a work shard, each video then a
+:class:`~builders.nasva.data.FeatureRef` (rows of that file), which :func:`read_visual_features` reads like a file.
+The NaSVA module (which imports torch) is imported lazily.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -123,8 +127,9 @@ class FeatureIndex:
         return next((c for c in candidates if c.is_file()), None)
 
 
-def _decode(path: Path) -> np.ndarray:
-    """float32 ``[T, C]`` through the NaSVA reader, its skip reasons folded into the two of spec §7.
+def _decode(path: Path | Any) -> np.ndarray:
+    """float32 ``[T, C]`` through the NaSVA reader (a file, or a ``FeatureRef`` into a store file), its skip reasons
+    folded into the two of spec §7.
 
     NaN/Inf rows must reach :func:`repair_feature_rows`, so the reader keeps them (``allow_nonfinite``).
     """
@@ -165,35 +170,39 @@ def repair_feature_rows(x: np.ndarray, max_bad_share: float = MAX_BAD_SHARE) -> 
     return out, n_bad
 
 
-def read_visual_features(path: str | Path, visual_dim: int, max_bad_share: float = MAX_BAD_SHARE,
+def read_visual_features(path: str | Path | Any, visual_dim: int, max_bad_share: float = MAX_BAD_SHARE,
                          max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[np.ndarray, dict[str, int]]:
     """One video's features as float32 ``[T, visual_dim]`` and the counters ``{"features_repaired": n}``.
 
+    ``path``: a feature file, or a :class:`builders.nasva.data.FeatureRef` (the video's rows of a store file).
     Raises :class:`FeatureFileError`: ``missing_features`` (no file), ``bad_features`` (file over ``max_bytes``,
     unreadable or pickle-only, not ``[T, C]``, ``C != visual_dim``, ``T = 0``, more than ``max_bad_share`` rows
     NaN/Inf/all-zero; spec §2.4, §7).
     """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError as err:
-        raise FeatureFileError(MISSING_FEATURES, f"{p}: no such file") from err
-    except OSError as err:
-        raise FeatureFileError(BAD_FEATURES, f"{p}: {type(err).__name__}: {err}") from err
-    if size > max_bytes:
-        raise FeatureFileError(BAD_FEATURES, f"{p}: {size} bytes, over the {max_bytes}-byte limit")
-    x = _decode(p)
+    from builders.nasva.data import FeatureRef
+
+    if isinstance(path, FeatureRef):
+        x = _decode(path)
+    else:
+        p = Path(path)
+        try:
+            size = p.stat().st_size
+        except FileNotFoundError as err:
+            raise FeatureFileError(MISSING_FEATURES, f"{p}: no such file") from err
+        except OSError as err:
+            raise FeatureFileError(BAD_FEATURES, f"{p}: {type(err).__name__}: {err}") from err
+        if size > max_bytes:
+            raise FeatureFileError(BAD_FEATURES, f"{p}: {size} bytes, over the {max_bytes}-byte limit")
+        x = _decode(p)
     if x.shape[1] != visual_dim:
         raise FeatureFileError(BAD_FEATURES, f"dimension {x.shape[1]} != visual_dim {visual_dim}")
     x, n_repaired = repair_feature_rows(x, max_bad_share)
     return x, {"features_repaired": n_repaired}
 
 
-def write_feature_npy(path: str | Path, x: np.ndarray) -> None:
-    """Store computed features as fp16 ``[T, C]`` ``.npy`` (spec §2.4), atomically (temporary file + rename).
-
-    ``ValueError`` for a non-2-D array or values that fp16 cannot hold (they would turn into Inf).
-    """
+def fp16_features(x: np.ndarray) -> np.ndarray:
+    """``x [T, C]`` as fp16 (spec §2.4); ``ValueError`` for a non-2-D array or values that fp16 cannot hold (they
+    would turn into Inf)."""
     x = np.asarray(x)
     if x.ndim != 2:
         raise ValueError(f"features must be [T, C], got shape {tuple(x.shape)}")
@@ -201,12 +210,38 @@ def write_feature_npy(path: str | Path, x: np.ndarray) -> None:
         half = x.astype(np.float16)
     if not np.isfinite(half).all() and np.isfinite(x).all():
         raise ValueError("feature values exceed the fp16 range")
-    p = Path(path)
+    return np.ascontiguousarray(half)
+
+
+def _save_npy_atomic(p: Path, x: np.ndarray) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
-            np.save(f, np.ascontiguousarray(half), allow_pickle=False)
+            np.save(f, x, allow_pickle=False)
         os.replace(tmp, p)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_store_block(folder: str | Path, block: np.ndarray, suffix: str) -> Path:
+    """Write one work shard's block of feature rows (``[N, W]``, any dtype) as ``folder/<sha256[:16]><suffix>``.
+
+    The name is the digest of the block (dtype, shape, bytes): a shard recomputed from other inputs writes another
+    file and never changes one that rows of an earlier result still name; an identical block is not written again.
+    Written atomically (temporary file + rename)."""
+    block = np.ascontiguousarray(block)
+    h = hashlib.sha256(f"{block.dtype.str}{block.shape}".encode())
+    h.update(memoryview(block).cast("B"))
+    path = Path(folder) / f"{h.hexdigest()[:16]}{suffix}"
+    if not path.is_file():
+        _save_npy_atomic(path, block)
+    return path
+
+
+def write_feature_npy(path: str | Path, x: np.ndarray) -> None:
+    """Store computed features as fp16 ``[T, C]`` ``.npy`` (spec §2.4), atomically (temporary file + rename).
+
+    ``ValueError`` for a non-2-D array or values that fp16 cannot hold (they would turn into Inf).
+    """
+    _save_npy_atomic(Path(path), fp16_features(x))

@@ -174,3 +174,68 @@ def test_step_mode_shuffles_texts_masks_and_strings_together():
 def test_labels_file_roundtrip_format(tmp_path):
     (tmp_path / "l.json").write_text(json.dumps({"v": [{"text": "a", "start": 1, "end": 2}]}))
     assert read_labels(tmp_path / "l.json") == {"v": [{"text": "a", "start": 1, "end": 2}]}
+
+
+def _hash_reference(texts: list[str], dim: int) -> np.ndarray:
+    """The hash encoder as first written: a Generator drawn per word occurrence, added word by word."""
+    import hashlib
+    import re
+
+    out = np.zeros((len(texts), dim), dtype=np.float64)
+    for i, t in enumerate(texts):
+        for w in re.findall(r"[a-z0-9']+", t.lower()) or [""]:
+            seed = int.from_bytes(hashlib.sha1(w.encode("utf-8")).digest()[:8], "little")
+            out[i] += np.random.default_rng(seed).standard_normal(dim)
+    out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+    return out.astype(np.float32)
+
+
+def test_hash_encoder_is_bit_identical_to_word_by_word_sums(monkeypatch):
+    """Issue 19: the word vectors are kept and summed with one ``np.add.at`` (in word order), the same bits."""
+    rng = random.Random(0)
+    words = ["the", "add", "flour", "bowl", "whisk", "it's", "3", "Now", "SALT"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 40))) for _ in range(200)]
+    texts += ["", "!!", "a A a"]
+    for dim in (8, 64):
+        enc = HashTextEncoder(dim)
+        assert np.array_equal(enc.encode(texts), _hash_reference(texts, dim))
+        assert np.array_equal(enc.encode(texts[::-1]), _hash_reference(texts[::-1], dim))  # from the kept vectors
+    monkeypatch.setattr(HashTextEncoder, "CACHE_BYTES", 8 * 8 * 3)  # a full table starts again at the next batch
+    enc = HashTextEncoder(8)
+    for part in (texts[:50], texts[50:], texts):
+        assert np.array_equal(enc.encode(part), _hash_reference(part, 8))
+        vocab = {w for t in part for w in (HashTextEncoder._WORD_RE.findall(t.lower()) or [""])}
+        assert set(enc._row) == vocab and enc._table.shape == (len(vocab), 8)  # this batch's words only
+
+
+def test_features_stored_per_shard_are_read_through_references(tmp_path):
+    """Issue 19: a folder may name videos kept in per-shard store files (``features.refs.json``); the store reads
+    their rows, and simulated ones (howtostep.md §6) are regenerated from the narration factors, fp16-rounded."""
+    from builders.nasva.data import FEATURE_REFS_FILE, FeatureRef
+    from builders.ops.simulated_features import simulated_features
+
+    dense = np.random.default_rng(0).standard_normal((9, 6)).astype(np.float16)
+    np.save(tmp_path / "block.f16.npy", dense)
+    emb = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
+    times = np.array([[0.0, 2.5], [2.0, 4.0], [6.0, 9.0], [8.5, 12.0]])
+    np.save(tmp_path / "block.sim.npy", np.concatenate([times, emb.astype(np.float64)], axis=1))
+    feats = tmp_path / "features"
+    feats.mkdir()
+    np.save(feats / "plain.npy", np.ones((3, 6), np.float32))
+    refs = {"d1": FeatureRef(str(tmp_path / "block.f16.npy"), 0, 4).as_dict(),
+            "d2": FeatureRef(str(tmp_path / "block.f16.npy"), 4, 9).as_dict(),
+            "s1": FeatureRef(str(tmp_path / "block.sim.npy"), 0, 4, "simulated", frames=11, dim=6).as_dict(),
+            "bad": FeatureRef(str(tmp_path / "block.f16.npy"), 7, 12).as_dict()}
+    (feats / FEATURE_REFS_FILE).write_text(json.dumps(refs))
+    idx = index_feature_files(feats)
+    assert set(idx) == {"plain", "d1", "d2", "s1", "bad"} and isinstance(idx["s1"], FeatureRef)
+    store = FeatureStore(feats, expected_dim=6)
+    assert np.array_equal(store.get("d2"), dense[4:9].astype(np.float32)) and store.probe("d1") == 4
+    want = simulated_features(emb, times[:, 0], times[:, 1], 11, dim=6, seed=0).astype(np.float16)
+    assert np.array_equal(store.get("s1"), want.astype(np.float32)) and store.probe("s1") == 11
+    with pytest.raises(FeatureError) as err:
+        store.get("bad")
+    assert err.value.reason == "bad_features"
+    (feats / FEATURE_REFS_FILE).write_text("{not json")
+    with pytest.raises(NasvaInputError, match="feature references"):
+        index_feature_files(feats)

@@ -3,6 +3,7 @@ examples (entries 0-2 as showhowto_0..2), and bad input per format (§7)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -89,6 +90,33 @@ def test_htm_raw_reads_real_transcripts(raw_file, tmp_path, asr_items):
     assert item.segments[0] == (first, 0.17, 5.42)
     assert item.segments[-1] == ("We'll see you guys next time.", 222.94, 223.84)
     assert (tmp_path / "work" / "raw_captions" / tr.SPLIT_MARKER).is_file()
+
+
+def test_has_and_item_digests_are_look_ups_not_scans(raw_file, tmp_path, monkeypatch):
+    """Issue 19: ``has`` answers from the split index (one look-up), never from ``ids()`` (a scan of the input);
+    a video's digest is the sha256 of its own slice, so editing one video changes only its digest."""
+    reader = NarrationReader("htm_raw", raw_file, tmp_path / "work")
+    monkeypatch.setattr(NarrationReader, "ids", lambda self: pytest.fail("ids() scans the whole input"))
+    assert [reader.has(v) for v in (*IDS, "list_value", "absent_id", "../etc")] == [True] * 4 + [False, False]
+    before = reader.item_digests([*IDS, "absent_id"])
+    assert before["absent_id"] == "-" and len(set(before.values())) == 4
+    data = json.loads(raw_file.read_text())
+    data["showhowto_1"]["text"][0] = "an edited first caption"
+    raw_file.write_text(json.dumps(data))
+    after = NarrationReader("htm_raw", raw_file, tmp_path / "work").item_digests([*IDS, "absent_id"])
+    assert {v for v in before if before[v] != after[v]} == {"showhowto_1"}
+
+
+def test_whisperx_has_and_item_digests(whisperx_dir, tmp_path):
+    from builders.core.fingerprint import FingerprintMemo
+
+    reader = NarrationReader("whisperx", whisperx_dir)
+    assert reader.has("showhowto_1") and not reader.has("absent_id") and not reader.has("../x")
+    memo = FingerprintMemo(tmp_path / "memo.sqlite")
+    d = reader.item_digests(["showhowto_1", "absent_id"], memo)
+    assert d["absent_id"] == "-"
+    assert d["showhowto_1"] == hashlib.sha256((whisperx_dir / "part1" / "showhowto_1.json").read_bytes()).hexdigest()
+    memo.close()
 
 
 def test_htm_raw_warns_once_on_stop_word_free_captions(tmp_path, caplog):

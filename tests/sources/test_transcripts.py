@@ -8,6 +8,8 @@ import json
 import logging
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from builders.sources import transcripts as tr
 from builders.sources.transcripts import (
     RawCaptionStore,
+    SplitIndex,
     Transcript,
     TranscriptError,
     WhisperXStore,
@@ -100,9 +103,8 @@ def test_split_layout_wanted_ids_and_idempotence(tmp_path, raw_caption_file):
     out = tmp_path / "split"
     counts = split_raw_captions(raw_caption_file, out, wanted_ids={"AppleTurn01", "NotInFile01"})
     assert counts == {"videos": 1, "skipped_unwanted": 2, "bad_id": 0, "json_error": 0}
-    shard = hashlib.sha1(b"AppleTurn01").hexdigest()[:2]
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
-        [f"{shard}/AppleTurn01.json", tr.SPLIT_MARKER])
+        ["block-00000.jsonl", tr.INDEX_FILE, tr.SPLIT_MARKER])
     store = RawCaptionStore(out)
     assert len(store.get("AppleTurn01").segments) == 33
     with pytest.raises(TranscriptError) as err:
@@ -111,11 +113,44 @@ def test_split_layout_wanted_ids_and_idempotence(tmp_path, raw_caption_file):
 
     full = tmp_path / "full"
     first = split_raw_captions(raw_caption_file, full)
-    snapshot = {p: p.read_bytes() for p in full.rglob("*.json") if p.name != tr.SPLIT_MARKER}
+    snapshot = {p: p.read_bytes() for p in full.rglob("*.jsonl")}
+    index = SplitIndex(full)
+    digests = {v: index.digest(v, e) for v, e in index.entries(IDS).items()}
     assert split_raw_captions(raw_caption_file, full) == first
-    assert {p: p.read_bytes() for p in full.rglob("*.json") if p.name != tr.SPLIT_MARKER} == snapshot
-    assert len(snapshot) == 3
+    assert {p: p.read_bytes() for p in full.rglob("*.jsonl")} == snapshot
+    assert {v: index.digest(v, e) for v, e in index.entries(IDS).items()} == digests
+    assert len(snapshot) == 1 and len(snapshot[tr.block_path(full, 0)].splitlines()) == 3
     assert not list(full.rglob("*.tmp"))
+
+
+def test_split_blocks_of_videos_and_per_video_digests(tmp_path, monkeypatch):
+    """ARCHITECTURE.md "Scale": BLOCK_VIDEOS videos a file (never a file a video), each found by the index alone;
+    a video's digest is the sha256 of its own bytes, so editing one video changes its digest only."""
+    monkeypatch.setattr(tr, "BLOCK_VIDEOS", 4)
+    data = {f"vid{i:08d}": {"text": [f"word {i}"], "start": [i], "end": [i + 1]} for i in range(10)}
+    src = tmp_path / "raw_caption.json"
+    src.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "split"
+    assert split_raw_captions(src, out)["videos"] == 10
+    assert sorted(p.name for p in out.glob("block-*.jsonl")) == ["block-00000.jsonl", "block-00001.jsonl",
+                                                                 "block-00002.jsonl"]
+    store = RawCaptionStore(out)
+    assert [store.get(v).segments for v in data] == [[(float(i), float(i + 1), f"word {i}")] for i in range(10)]
+    index = SplitIndex(out)
+    assert index.ids() == set(data) and index.has("vid00000009") and not index.has("vid00000010")
+    before = {v: index.digest(v, e) for v, e in index.entries(list(data)).items()}
+    assert before["vid00000005"] == hashlib.sha256(json.dumps(data["vid00000005"]).encode()).hexdigest()
+    data["vid00000005"]["text"] = ["an edited caption"]
+    src.write_text(json.dumps(data), encoding="utf-8")
+    split_raw_captions(src, out)
+    after = {v: index.digest(v, e) for v, e in index.entries(list(data)).items()}  # the same reader sees the new index
+    assert {v for v in data if before[v] != after[v]} == {"vid00000005"}
+    assert RawCaptionStore(out).get("vid00000005").segments == [(5.0, 6.0, "an edited caption")]
+    data = {v: data[v] for v in list(data)[:3]}  # a shorter file: the blocks of the longer split go
+    src.write_text(json.dumps(data), encoding="utf-8")
+    split_raw_captions(src, out)
+    assert sorted(p.name for p in out.glob("block-*.jsonl")) == ["block-00000.jsonl"]
+    assert SplitIndex(out).ids() == set(data)
 
 
 # ------------------------------------------------------------------------------------------- bad raw captions
@@ -129,8 +164,10 @@ def test_split_rejects_unsafe_ids(tmp_path):
     out = tmp_path / "deep" / "split"
     counts = split_raw_captions(src, out)
     assert counts == {"videos": 1, "skipped_unwanted": 0, "bad_id": 5, "json_error": 0}
-    written = sorted(p.name for p in tmp_path.rglob("*.json"))
-    assert written == sorted(["raw_caption.json", "ok_id-1.json", tr.SPLIT_MARKER])
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert written == sorted(["raw_caption.json", "deep/split/block-00000.jsonl", f"deep/split/{tr.INDEX_FILE}",
+                              f"deep/split/{tr.SPLIT_MARKER}"])
+    assert SplitIndex(out).ids() == {"ok_id-1"}
     store = RawCaptionStore(out)
     assert store.get("ok_id-1").segments == [(0.0, 1.0, "hello")]
     with pytest.raises(TranscriptError) as err:
@@ -203,19 +240,49 @@ def test_malformed_raw_captions(tmp_path, value):
     assert err.value.reason == "malformed_transcript"
 
 
-def test_corrupt_or_oversized_per_video_file(tmp_path, monkeypatch):
+def test_corrupt_or_oversized_per_video_slice(tmp_path, monkeypatch):
     store = _split_one(tmp_path, {"text": ["a"], "start": [0], "end": [1]})
-    path = tr.raw_caption_path(store.root, "vid00000001")
+    block = tr.block_path(store.root, 0)
     assert store.get("vid00000001").segments == [(0.0, 1.0, "a")]
     monkeypatch.setattr(tr, "MAX_TRANSCRIPT_BYTES", 10)
     with pytest.raises(TranscriptError, match="bytes") as err:
         store.get("vid00000001")
     assert err.value.reason == "malformed_transcript"
     monkeypatch.undo()
-    path.write_text('{"text": ["a"], "start": [0', encoding="utf-8")
+    size = block.stat().st_size
+    block.write_bytes(b'{"text": ["a"], "start": [0'.ljust(size - 1) + b"\n")  # the same length, cut JSON
     with pytest.raises(TranscriptError, match="invalid JSON") as err:
         store.get("vid00000001")
     assert err.value.reason == "malformed_transcript"
+    block.write_bytes(b"{}")  # a block cut short
+    with pytest.raises(TranscriptError, match="cut short") as err:
+        store.get("vid00000001")
+    assert err.value.reason == "malformed_transcript"
+
+
+def test_transcript_item_digests_of_a_split_and_of_whisperx_files(tmp_path, raw_caption_file, whisperx_dir):
+    from builders.core.fingerprint import FingerprintMemo
+
+    split_raw_captions(raw_caption_file, tmp_path / "split")
+    got = tr.transcript_item_digests([*IDS, "NotInFile01"], tmp_path / "split", raw_caption_file)
+    raw = json.loads(raw_caption_file.read_text())
+    assert got == [*(hashlib.sha256(json.dumps(raw[v]).encode()).hexdigest() for v in IDS), "-"]
+    memo = FingerprintMemo(tmp_path / "memo.sqlite")
+    got = tr.transcript_item_digests([IDS[0], "NotInFile01", "../x"], None, whisperx_dir, memo)
+    assert got == [hashlib.sha256((whisperx_dir / f"{IDS[0]}.json").read_bytes()).hexdigest(), "-", "-"]
+    memo.close()
+
+
+def test_stop_words_are_spacys_without_importing_spacy():
+    """Issue 19: importing ``spacy`` to read its stop-word list cost 2.4 s of CPU in every worker."""
+    code = ("import sys; from builders.sources.transcripts import english_stop_words as e; w = e(); "
+            "print(len(w), 'spacy' in sys.modules, 'the' in w, \"n't\" in w)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.split() == ["326", "False", "True", "True"]
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    tr.english_stop_words.cache_clear()
+    assert tr.english_stop_words() == frozenset(STOP_WORDS)
 
 
 def test_transcript_error_reasons():
@@ -287,7 +354,8 @@ def test_warns_once_on_stop_word_free_captions(tmp_path, asr_items, caplog):
     segments = asr_items[0]["transcript"]
     stripped = [{**s, "text": strip_stop_words(s["text"])} for s in segments]
     short = [{"start": 0, "end": 1, "text": " ".join(["onion"] * 49)}]  # 49 tokens: below the threshold
-    data = {"captionJson1": _raw_caption(stripped), "rawCaption1": _raw_caption(segments), "short000001": _raw_caption(short)}
+    data = {"captionJson1": _raw_caption(stripped), "rawCaption1": _raw_caption(segments),
+            "short000001": _raw_caption(short)}
     src = tmp_path / "caption.json"
     src.write_text(json.dumps(data), encoding="utf-8")
     split_raw_captions(src, tmp_path / "split")

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from builders.sources.visual_features import (
+    fp16_features,
+    write_store_block,
     DEFAULT_MAX_BYTES,
     FeatureFileError,
     FeatureIndex,
@@ -301,3 +303,32 @@ def test_write_feature_npy_refuses_bad_input(tmp_path):
     with pytest.raises(ValueError, match="fp16"):
         write_feature_npy(tmp_path / "b.npy", np.full((2, 2), 1e6))
     assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------------------------- per-shard store
+def test_store_block_is_one_content_named_file_read_by_reference(tmp_path):
+    """Issue 19: a work shard's features are one file (rows of several videos), named by its content; a video is a
+    ``FeatureRef`` (its rows) that reads, is checked and is repaired like a file of its own."""
+    from builders.nasva.data import FeatureRef
+
+    a = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((40, 4)).astype(np.float32)
+    b[1] = 0.0  # an all-zero row (2.5 %): repaired on read (spec §7)
+    block = np.concatenate([fp16_features(a), fp16_features(b)])
+    path = write_store_block(tmp_path, block, ".f16.npy")
+    assert path.name.endswith(".f16.npy") and [p.name for p in tmp_path.iterdir()] == [path.name]
+    mtime = path.stat().st_mtime_ns
+    assert write_store_block(tmp_path, block, ".f16.npy") == path and path.stat().st_mtime_ns == mtime
+    other = write_store_block(tmp_path, block[::-1].copy(), ".f16.npy")
+    assert other != path and len(list(tmp_path.iterdir())) == 2  # new content: a new file, the old one untouched
+    got, counters = read_visual_features(FeatureRef(str(path), 0, 5), visual_dim=4)
+    assert np.array_equal(got, a.astype(np.float16).astype(np.float32)) and counters == {"features_repaired": 0}
+    got, counters = read_visual_features(FeatureRef(str(path), 5, 45), visual_dim=4)
+    assert counters == {"features_repaired": 1} and np.array_equal(got[1], got[0]) and got.shape == (40, 4)
+    for ref, reason in ((FeatureRef(str(path), 5, 46), "bad_features"), (FeatureRef(str(path), 5, 5), "bad_features"),
+                        (FeatureRef(str(tmp_path / "gone.f16.npy"), 0, 2), "missing_features")):
+        with pytest.raises(FeatureFileError) as err:
+            read_visual_features(ref, visual_dim=4)
+        assert err.value.reason == reason
+    with pytest.raises(FeatureFileError, match="dimension"):
+        read_visual_features(FeatureRef(str(path), 0, 5), visual_dim=8)

@@ -2,9 +2,18 @@
 computed with a CLIP ViT-L/14-class image encoder from the video (``compute``), or simulated from the narrations
 (``simulated``: the bundled sample and tests; their numbers say nothing about real grounding).
 
-Features are stored by reference (lhotse style): rows carry ``features_path`` and ``num_frames``; computed, simulated
-and repaired arrays are fp16 ``.npy`` files in the build's cache folder. Drops: ``missing_features``,
-``bad_features``, ``video_unreadable`` (spec §7); counters ``features_repaired``, ``feature_length_mismatch``.
+Features are stored by reference (lhotse style): rows carry ``features_path``, ``features_rows`` and
+``features_kind`` (:func:`feature_ref`) and ``num_frames``. A feature file given as input is referenced where it is
+(``features_rows`` null, ``features_digest`` its content, so that the stages reading it rerun when it changes). What
+the build makes is stored **one file per work shard** in the build's cache folder, never one per video (issue 19: 5.7
+files and 0.7 MB a video): computed and repaired arrays as fp16 rows of ``<digest>.f16.npy`` (``kind`` ``dense``),
+and simulated features as what spec §6 defines them from, each narration's ``[start, end, g(text)]`` in
+``<digest>.sim.npy`` (``kind`` ``simulated``), regenerated bit for bit by :func:`load_row_features` (a quarter of the
+bytes or less, and no ``[T, 768]`` product in this step). Store files are named by the digest of their content, so
+rows of an earlier result never see a file change under them.
+
+Drops: ``missing_features``, ``bad_features``, ``video_unreadable`` (spec §7); counters ``features_repaired``,
+``feature_length_mismatch``.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from ...core.step import FitInputs, Step, gpus_for_device
 
 FEATURE_KEYS = ("visual_features", "visual_dim", "visual_backbone", "features", "features_index",
                 "vision_model_path", "text_encoder", "seed", "media")
+DENSE_SUFFIX, SIMULATED_SUFFIX = ".f16.npy", ".sim.npy"
 
 
 def frame_count(row: Row) -> int:
@@ -33,11 +43,27 @@ def frame_count(row: Row) -> int:
     return max(1, int(math.floor(dur)))
 
 
+def _digest(x: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()[:16]
+
+
+def feature_ref(row: Row, visual_dim: int) -> Any:
+    """Where a row's features are: its feature file (a ``Path``), or a :class:`builders.nasva.data.FeatureRef` to
+    its rows of a per-shard store file (simulated ones are ``visual_dim`` wide, ``num_frames`` long)."""
+    from ...nasva.data import DENSE, FeatureRef
+
+    span = row.get("features_rows")
+    if span is None:
+        return Path(row["features_path"])
+    return FeatureRef(str(row["features_path"]), int(span[0]), int(span[1]), row.get("features_kind") or DENSE,
+                      int(row["num_frames"]), int(visual_dim))
+
+
 def load_row_features(row: Row, visual_dim: int) -> np.ndarray:
-    """The float32 ``[T, C]`` array a row's ``features_path`` points to (validated again; repaired copies are used)."""
+    """The float32 ``[T, C]`` array of a row's features (validated again; repaired copies are used)."""
     from ...sources.visual_features import read_visual_features
 
-    x, _ = read_visual_features(row["features_path"], visual_dim)
+    x, _ = read_visual_features(feature_ref(row, visual_dim), visual_dim)
     return x
 
 
@@ -45,18 +71,49 @@ class VisualFeatures(Step):
     """Locate, check and repair (file), compute (CLIP image tower at 1 fps) or simulate (§6) each video's features."""
 
     name = "visual_features"
-    version = "1"
+    version = "2"
     id_field = "video_id"
     uses_model = True
     config_keys = FEATURE_KEYS
-    input_keys = ("features", "features_index")
+    input_keys = ("features", "features_index", "media")
+    #: a video's feature file (file) or media file (compute) keys only its own rows (ARCHITECTURE.md "Scale")
+    item_input_keys = ("features", "media")
 
     def gpus(self) -> float:
         return gpus_for_device(self.cfg.vision_device) if self.cfg.visual_features == "compute" else 0.0
 
+    def input_paths(self) -> list[Path]:
+        media = {Path(self.cfg.media)} if self.cfg.media and self.cfg.visual_features != "compute" else set()
+        return [p for p in super().input_paths() if p not in media]  # the frames are read only to compute
+
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        key = hashlib.sha256(repr(sorted((k, to_dict(self.cfg)[k]) for k in FEATURE_KEYS)).encode()).hexdigest()
+        cfg = to_dict(self.cfg)
+        key = hashlib.sha256(repr(sorted((k, cfg[k]) for k in FEATURE_KEYS)).encode()).hexdigest()
         return {"store": str(Path(inputs.cache_dir) / "features" / key[:16])}
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        """Each video's feature file (``file``) or media file (``compute``), by content; nothing else varies by
+        video (simulated features are a function of the rows)."""
+        from ...core.fingerprint import hash_obj, item_file_sha
+
+        cfg, vids = self.cfg, [str(r[self.id_field]) for r in rows]
+        cache = self.__dict__.setdefault("_items", {})
+        if cfg.visual_features == "file" and cfg.features:
+            if "index" not in cache:
+                from ...sources.visual_features import FeatureIndex
+
+                cache["index"] = FeatureIndex(cfg.features, cfg.features_index)
+            return hash_obj({"features": {v: item_file_sha(cache["index"].lookup(v), memo) for v in vids}})
+        if cfg.visual_features == "compute" and cfg.media:
+            if "media" not in cache:
+                from ...models import media
+
+                cache["media"] = media.find_media(cfg.media)
+            return hash_obj({"media": {v: item_file_sha(cache["media"].get(v), memo) for v in vids}})
+        return ""
+
+    def __getstate__(self) -> dict[str, Any]:  # the look-up tables of item_digest stay in their process
+        return {k: v for k, v in self.__dict__.items() if k != "_items"}
 
     def setup(self, state: Any) -> None:
         super().setup(state)
@@ -84,32 +141,57 @@ class VisualFeatures(Step):
         from ...models.media import MediaError
         from ...sources.visual_features import FeatureFileError
 
+        done: list[tuple[Row, tuple[Path | str, Any], int, str]] = []
         for r in rows:
             vid = r["video_id"]
             try:
-                path, T, source = self._features(r, out)
+                where, T, source = self._features(r, out)
             except FeatureFileError as e:
                 out.drop(vid, e.reason, e.detail)
                 continue
             except MediaError as e:  # compute: the frames cannot be decoded (spec §7 ``video_unreadable``)
                 out.drop(vid, "video_unreadable", str(e))
                 continue
+            done.append((r, where, T, source))
+        refs = self._store([where for _, where, _, _ in done])
+        for (r, _, T, source), (path, span, kind, digest) in zip(done, refs):
             dur = r.get("duration")
             if dur is not None and abs(T - dur) > 2.0:  # spec §7: proceed with T
                 out.count("feature_length_mismatch")
-            out.keep({**r, "features_path": str(path), "num_frames": int(T), "visual_features": source,
+            out.keep({**r, "features_path": str(path), "features_rows": span, "features_kind": kind,
+                      "features_digest": digest, "num_frames": int(T), "visual_features": source,
                       "duration": dur if dur is not None else float(T)})
 
-    def _write(self, vid: str, x: np.ndarray) -> Path:
-        from ...sources.visual_features import write_feature_npy
+    def _store(self, items: list[tuple[Path | str, Any]]) -> list[tuple[Path, list[int] | None, str, str | None]]:
+        """One store file per kind for the shard's arrays (``(kind, rows)`` items); files given (``(path,
+        digest)``) stay where they are. Returns each item's ``(path, [start, stop] | None, kind, digest)``: a
+        given file's content digest is on its row, so that a later stage reading it reruns when it changes (the
+        store files are named by their content)."""
+        from ...nasva.data import DENSE, SIMULATED
+        from ...sources.visual_features import write_store_block
 
-        safe = hashlib.sha256(vid.encode()).hexdigest()[:8]
-        path = self.store / f"{vid}.{safe}.npy"  # the id is validated upstream; the hash keeps names unique per case
-        write_feature_npy(path, x)
-        return path
+        out: list[tuple[Path, list[int] | None, str, str | None]] = []
+        paths: dict[str, Path] = {}
+        for kind, suffix in ((DENSE, DENSE_SUFFIX), (SIMULATED, SIMULATED_SUFFIX)):
+            blocks = [x for k, x in items if k == kind]
+            if blocks:
+                paths[kind] = write_store_block(self.store, np.concatenate(blocks), suffix)
+        offsets = dict.fromkeys(paths, 0)
+        for kind, x in items:
+            if isinstance(kind, Path):
+                out.append((kind, None, "file", x))
+                continue
+            a = offsets[kind]
+            offsets[kind] = a + x.shape[0]
+            out.append((paths[kind], [a, a + x.shape[0]], kind, None))
+        return out
 
-    def _features(self, r: Row, out: Out) -> tuple[Path, int, str]:
-        from ...sources.visual_features import FeatureFileError, read_visual_features
+    def _features(self, r: Row, out: Out) -> tuple[tuple[Path | str, Any], int, str]:
+        """The video's features: ``(its file, content digest)``, or ``(kind, rows)`` to store (fp16 ``dense``
+        features, or the ``simulated`` factors ``[start, end, g(text)]`` per narration), with T and the provenance
+        name."""
+        from ...nasva.data import DENSE, SIMULATED
+        from ...sources.visual_features import FeatureFileError, fp16_features, read_visual_features
 
         cfg, vid = self.cfg, r["video_id"]
         if cfg.visual_features == "file":
@@ -119,8 +201,8 @@ class VisualFeatures(Step):
             x, counters = read_visual_features(path, cfg.visual_dim)
             if counters.get("features_repaired"):
                 out.count("features_repaired", counters["features_repaired"])
-                path = self._write(vid, x)
-            return Path(path), x.shape[0], "file"
+                return (DENSE, fp16_features(x)), x.shape[0], "file"
+            return (Path(path), _digest(x)), x.shape[0], "file"
         if cfg.visual_features == "compute":
             from ...models.vision_encoder import extract_video_features
 
@@ -132,12 +214,17 @@ class VisualFeatures(Step):
                 out.count("feature_rows_padded", int(manifest["padded_rows"]))
             if x.shape[1] != cfg.visual_dim:
                 raise FeatureFileError("bad_features", f"dimension {x.shape[1]} != visual_dim {cfg.visual_dim}")
-            return self._write(vid, x), x.shape[0], "computed"
-        from ...ops.simulated_features import simulated_features
+            return (DENSE, fp16_features(x)), x.shape[0], "computed"
+        return (SIMULATED, self._simulated_factors(r)), frame_count(r), "simulated"
 
-        T = frame_count(r)
+    def _simulated_factors(self, r: Row) -> np.ndarray:
+        """Spec §6's arguments of a video's simulated features, one row a narration: ``[start, end, g(text)]``
+        (float64, exact for the float32 embeddings); :func:`load_row_features` regenerates the features from them."""
         narr = r["narrations"]
-        emb = self.text.encode([n["text"] for n in narr])
-        x = simulated_features(emb, np.array([n["start"] for n in narr]), np.array([n["end"] for n in narr]), T,
-                               dim=cfg.visual_dim, seed=0)
-        return self._write(vid, x), T, "simulated"
+        emb = np.asarray(self.text.encode([n["text"] for n in narr]), dtype=np.float64)
+        if emb.ndim != 2:
+            raise ValueError(f"narr_emb must be 2-D (K, D), got shape {emb.shape}")
+        if emb.size and not np.isfinite(emb).all():
+            raise ValueError("narr_emb contains NaN or Inf")
+        times = np.array([[n["start"], n["end"]] for n in narr], dtype=np.float64).reshape(len(narr), 2)
+        return np.concatenate([times, emb.reshape(len(narr), -1)], axis=1)

@@ -8,8 +8,10 @@
 
 Training runs in ``<work>/cache/labeler/<key>``, keyed by the training data and settings, where the trainer keeps its
 per-epoch resume state: a build killed inside training resumes from the last finished epoch (the fit folder itself is
-rebuilt from scratch on a rerun). The final ``model.pt`` + ``config.json`` are copied into the stage's artefacts; rows
-carry ``labeler = {checkpoint, sha256, text_cache}``.
+rebuilt from scratch on a rerun). The trainer's features folder links the videos' feature files and names the videos
+kept in per-shard store files in one ``features.refs.json`` (``builders.nasva.data.FeatureRef``). The final
+``model.pt`` + ``config.json`` are copied into the stage's artefacts; rows carry ``labeler = {checkpoint, sha256,
+text_cache}``.
 """
 
 from __future__ import annotations
@@ -39,19 +41,46 @@ def _feature_ext(path: str) -> str:
     return max((e for e in FEATURE_EXTS if path.endswith(e)), key=len, default=".npy")
 
 
-def _link_features(rows: list[Row], folder: Path) -> list[Any]:
-    """A folder of ``<vid><ext>`` links to each training video's features (the trainer indexes files by name)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    listing = []
+def _feature_sources(rows: list[Row], visual_dim: int) -> list[tuple[str, Any, int]]:
+    """Each training video's feature file (a resolved ``Path``) or store reference (a ``FeatureRef`` with a
+    resolved path), and the size of that file: what keys the training and what the trainer's folder names."""
+    from ...nasva.data import FeatureRef
+    from .features import feature_ref
+
+    out = []
     for r in rows:
-        src = Path(r["features_path"]).resolve()
-        link = folder / f"{r['video_id']}{_feature_ext(str(src))}"
+        ref = feature_ref(r, visual_dim)
+        if isinstance(ref, FeatureRef):
+            src = Path(ref.path).resolve()
+            out.append((r["video_id"], FeatureRef(str(src), ref.start, ref.stop, ref.kind, ref.frames, ref.dim),
+                        src.stat().st_size))
+        else:
+            src = Path(ref).resolve()
+            out.append((r["video_id"], src, src.stat().st_size))
+    return out
+
+
+def _link_features(sources: list[tuple[str, Any, int]], folder: Path) -> None:
+    """The trainer's features folder: a ``<vid><ext>`` link to each training video's feature file, and the videos
+    stored in per-shard files named in one ``features.refs.json`` (the trainer reads both; no file a video)."""
+    from ...nasva.data import FEATURE_REFS_FILE, FeatureRef
+
+    folder.mkdir(parents=True, exist_ok=True)
+    refs: dict[str, dict[str, Any]] = {}
+    for vid, src, _ in sources:
+        if isinstance(src, FeatureRef):
+            refs[vid] = src.as_dict()
+            continue
+        link = folder / f"{vid}{_feature_ext(str(src))}"
         if link.is_symlink() or link.exists():
             link.unlink()
         os.symlink(src, link)
-        st = src.stat()
-        listing.append([r["video_id"], str(src), st.st_size])
-    return listing
+    path = folder / FEATURE_REFS_FILE
+    text = json.dumps(refs, sort_keys=True)
+    if refs and (not path.is_file() or path.read_text(encoding="utf-8") != text):
+        path.write_text(text, encoding="utf-8")
+    elif not refs:
+        path.unlink(missing_ok=True)
 
 
 def _train(inputs: FitInputs, cfg: Any, tag: str, labels: dict[str, list[dict[str, Any]]] | None,
@@ -65,12 +94,13 @@ def _train(inputs: FitInputs, cfg: Any, tag: str, labels: dict[str, list[dict[st
                                  device=cfg.labeler_device)
     blobs = {n: json.dumps(d, sort_keys=True).encode() for n, d in (("labels", labels), ("narrations", narrations))
              if d is not None}
-    probe = [[r["video_id"], r["features_path"], Path(r["features_path"]).stat().st_size] for r in rows]
+    sources = _feature_sources(rows, cfg.visual_dim)
+    probe = [[vid, src.as_dict() if not isinstance(src, Path) else str(src), size] for vid, src, size in sources]
     key = hashlib.sha256(json.dumps([tag, {k: hashlib.sha256(b).hexdigest() for k, b in blobs.items()}, probe,
                                      train_cfg.__dict__], sort_keys=True, default=str).encode()).hexdigest()[:16]
     work = cache / "labeler" / f"{tag}-{key}"
     work.mkdir(parents=True, exist_ok=True)
-    _link_features(rows, work / "features")
+    _link_features(sources, work / "features")
     paths = {}
     for n, b in blobs.items():
         p = work / f"{n}.json"

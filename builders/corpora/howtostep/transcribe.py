@@ -4,6 +4,10 @@ file is there, transcribed by the ASR backend (faster-whisper tiny.en on CPU, Wh
 ASR output is WhisperX JSON, cached per request under (audio sha256, model id, decoding parameters, code version), so
 a rebuild never transcribes a video twice. Drops: ``no_transcript``, ``malformed_transcript``, ``video_unreadable``,
 ``no_audio``, ``no_speech`` (spec §7).
+
+A video's inputs key only its own rows (ARCHITECTURE.md "Scale"): its slice of a one-file transcript (the sha256 the
+split records), its WhisperX file and its media file (:meth:`Transcribe.item_digest`), so editing one video's caption
+reruns only the shards holding that video.
 """
 
 from __future__ import annotations
@@ -39,33 +43,58 @@ class Transcribe(CacheDirStep):
     config_keys = ("transcripts", "transcript_format", "media", "asr", "asr_model_path", "asr_align_model_path",
                    "asr_compute_type", "asr_batch_size", "asr_language")
     input_keys = ("transcripts", "media")
+    item_input_keys = ("transcripts", "media")
 
     def gpus(self) -> float:
         return gpus_for_device(self.cfg.asr_device)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         state = super().fit(inputs)
-        if self.cfg.transcript_format == "htm_raw" and self.cfg.transcripts:
-            from ...sources.narrations import NarrationReader
-
-            # the raw-caption file is split once into one small file per video (streamed, in the artefact folder)
-            NarrationReader("htm_raw", self.cfg.transcripts, work_dir=inputs.artefact_dir)
+        self._reader(inputs.artefact_dir)  # a one-file input is split once, here (streamed, in the artefact folder)
         return state
+
+    def _reader(self, artefacts: str | Path | None) -> Any:
+        """The transcript reader (None for ``asr``); a one-file input is split into ``artefacts`` unless done."""
+        cfg = self.cfg
+        if cfg.transcript_format == "asr" or not cfg.transcripts:
+            return None
+        from ...sources.narrations import NarrationReader
+
+        return NarrationReader(cfg.transcript_format, cfg.transcripts, work_dir=artefacts)
 
     def setup(self, state: Any) -> None:
         super().setup(state)
         from ...models import media
 
         cfg = self.cfg
-        self.reader = None
-        if cfg.transcript_format != "asr" and cfg.transcripts:
-            from ...sources.narrations import NarrationReader
-
-            art = Path(state["_artefacts"]) if isinstance(state, dict) and state.get("_artefacts") else None
-            self.reader = NarrationReader(cfg.transcript_format, cfg.transcripts, work_dir=art)
+        self.reader = self._reader(_artefacts(state))
         self.media_files = media.find_media(cfg.media) if cfg.media else {}
         self._asr = None
         self.cache = self.request_cache()
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        """The per-video inputs of ``rows``: each video's transcript (its split slice's sha256 or its file's content
+        fingerprint) and its media file; a stat and an index look-up a video (the listings are built once)."""
+        from ...core.fingerprint import hash_obj, item_file_sha
+
+        vids = [str(r[self.id_field]) for r in rows]
+        cache = self.__dict__.setdefault("_items", {})
+        parts: dict[str, Any] = {}
+        if self.cfg.transcript_format != "asr" and self.cfg.transcripts:
+            art = _artefacts(state)
+            if cache.get("reader_at") != art:
+                cache["reader"], cache["reader_at"] = self._reader(art), art
+            parts["transcripts"] = cache["reader"].item_digests(vids, memo)
+        if self.cfg.media:
+            if "media" not in cache:
+                from ...models import media
+
+                cache["media"] = media.find_media(self.cfg.media)
+            parts["media"] = {v: item_file_sha(cache["media"].get(v), memo) for v in vids}
+        return hash_obj(parts)
+
+    def __getstate__(self) -> dict[str, Any]:  # the look-up tables of item_digest stay in their process
+        return {k: v for k, v in self.__dict__.items() if k != "_items"}
 
     def teardown(self) -> None:
         self._asr = None
@@ -127,5 +156,8 @@ class Transcribe(CacheDirStep):
                       "language": t.language or "", "segments": segs, "words": words})
 
     def _has_transcript(self, vid: str) -> bool:
-        ids = self.reader.ids()
-        return True if ids is None else vid in ids
+        return self.reader.has(vid)  # one index look-up or stat (issue 19: a scan of every split file per video)
+
+
+def _artefacts(state: Any) -> Path | None:
+    return Path(state["_artefacts"]) if isinstance(state, dict) and state.get("_artefacts") else None

@@ -252,6 +252,18 @@ def _tiny_clip(folder: Path) -> Path:
     return folder
 
 
+def _stored_features(out: Path, vid: str) -> np.ndarray:
+    """The fp16 rows the build stored for ``vid``: its span of its work shard's store file (one file a shard)."""
+    from builders.core.shards import read_rows
+
+    stage = next((out / ".work" / "howtostep" / "videos").glob("*_visual_features-*"))
+    (row,) = [r for i in range(len(list(stage.glob("part-*.stats.json")))) for r in read_rows(stage, i)
+              if r["video_id"] == vid]
+    assert row["features_kind"] == "dense" and row["features_path"].endswith(".f16.npy")
+    a, b = row["features_rows"]
+    return np.load(row["features_path"])[a:b]
+
+
 def test_computed_features_come_from_the_clip_image_tower(tmp_path):
     from builders.models.media import probe
     from builders.models.vision_encoder import HFClipVisionEncoder, extract_video_features
@@ -279,9 +291,7 @@ def test_computed_features_come_from_the_clip_image_tower(tmp_path):
     assert row["num_frames"] == math.floor(duration) == 7
     assert row["duration"] == pytest.approx(duration, abs=1e-3)
     assert row["provenance"]["visual_features"] == "computed"
-    files = list((tmp_path / "out" / ".work").glob(f"howtostep/cache/features/*/{vid}.*.npy"))
-    assert len(files) == 1
-    x = np.load(files[0])
+    x = _stored_features(tmp_path / "out", vid)
     assert x.dtype == np.float16 and x.shape == (7, 16)
     want, manifest = extract_video_features(video, HFClipVisionEncoder(clip_dir), num_seconds=7)
     assert manifest["T"] == 7 and np.array_equal(x, want.astype(np.float16))
@@ -317,8 +327,7 @@ def test_mptva_s_v_short_uses_the_clip_text_tower_of_computed_features(tmp_path)
                          "--set", "visual_dim=16", "--set", f"vision_model_path={clip_dir}",
                          "--set", "labeler=mptva", "--set", "mptva.gamma_mode=keep_ratio")
     (row,) = table(root, "steps")
-    files = list((tmp_path / "out" / ".work").glob(f"howtostep/cache/features/*/{vid}.*.npy"))
-    x = np.load(files[0]).astype(np.float32)
+    x = _stored_features(tmp_path / "out", vid).astype(np.float32)
     enc = HFClipVisionEncoder(clip_dir)
     for s in row["steps"]:
         assert len(s["pathway_scores"]) == 3 and s["pathway_scores"][2] is not None
