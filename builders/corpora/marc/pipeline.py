@@ -13,6 +13,16 @@ Four pipelines, in run order (each stage cached per shard, so a killed build res
 
 Paraphrases (§3.9) and multi-step breakdowns (§3.10) are pure functions of the pairwise posteriors, computed by the
 release (``marc.release``).
+
+Per-item invalidation (ARCHITECTURE.md "Scale"): a WARC record's pointer row carries the sha256 of the record's bytes
+and a page of ``--pages`` keys its shard of ``read_recipe_pages`` by its content; a video's transcript (its entry of
+the ``raw_caption.json`` split, or its WhisperX file) keys its shard of ``load_transcript``; the video candidates carry
+their dish's name, split and size (joined from the text pipeline when listed). So editing one page or one transcript
+redoes the shards holding it in the ``text`` / ``videos`` pipelines, and the global stages whose input changed:
+``select_text_recipes`` (fitted again, its outcome redoes its shards - a table look-up - when it changed),
+``video_recipe`` (the dish vocabulary: every shard again after a page edit, an intersection), ``load_transcript`` /
+``chat_filter`` / ``pick_videos`` (fitted again; the classifier comes from the build's cache), and the whole ``pairs``
+and ``dishes`` pipelines (HMM+IBM1 is trained by EM on every train pair, then every dish graph changes).
 """
 
 from __future__ import annotations
@@ -52,8 +62,12 @@ class RecipePagesSource(Source):
     the next step's, so a killed build resumes inside a long WARC file. ``limit`` keeps the first N pages."""
 
     name = "list_recipe_pages"
-    version = "2"
+    version = "3"
     config_keys = ("warc", "pages", "limit")
+    #: a WARC pointer row carries ``_sha``, the sha256 of the record's bytes; a page row names its file, whose content
+    #: keys its shard of ``read_recipe_pages`` (:meth:`ParseRecipePages.item_digest`): the listing is made again
+    #: into the same folder when an input changes, and only the shards of changed records or pages are parsed again
+    rows_carry_content = True
 
     def input_paths(self) -> list[Path]:
         from ...sources.html_pages import list_pages
@@ -69,19 +83,61 @@ class RecipePagesSource(Source):
         from ...sources.warc import list_warc_records
 
         cfg = self.cfg
+        record_sha = _RecordSha()
         warc = ({"page_id": x["record_id"], "kind": "warc", "path": x["path"], "offset": int(x["offset"]),
-                 "length": int(x["length"]), "warc_filename": x["warc_filename"]} if isinstance(x, dict) else x
+                 "length": int(x["length"]), "warc_filename": x["warc_filename"],
+                 "_sha": record_sha(x["path"], int(x["offset"]), int(x["length"]))} if isinstance(x, dict) else x
                 for x in (list_warc_records(cfg.warc) if cfg.warc else ()))
         pages = ({"page_id": key, "kind": "page", "path": str(path), "offset": -1, "length": -1,
-                  "warc_filename": ""} for key, path in (list_pages(cfg.pages) if cfg.pages else ()))
+                  "warc_filename": "", "_sha": ""} for key, path in (list_pages(cfg.pages) if cfg.pages else ()))
         n = 0
-        for item in chain(warc, pages):
-            if isinstance(item, dict):
-                if cfg.limit is not None and n >= cfg.limit:
-                    yield Count("limit_reached")
+        try:
+            for item in chain(warc, pages):
+                if isinstance(item, dict):
+                    if cfg.limit is not None and n >= cfg.limit:
+                        yield Count("limit_reached")
+                        break
+                    n += 1
+                yield item
+        finally:
+            record_sha.close()
+
+
+class _RecordSha:
+    """The sha256 of the bytes ``[offset, offset + length)`` of a file (a WARC record, its gzip member for
+    ``.warc.gz``), the file kept open from one record to the next (the listing reads them in file order, and has just
+    read those bytes: they come from the page cache). A file that cannot be read gives ``!<error>``: the record is then
+    a ``warc_corrupt`` drop of the parse step, whose shard is redone when the file is listed again."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.f: Any = None
+
+    def __call__(self, path: str, offset: int, length: int) -> str:
+        import hashlib
+
+        try:
+            if self.path != path:
+                self.close()
+                self.f, self.path = open(path, "rb"), path
+            self.f.seek(offset)
+            h = hashlib.sha256()
+            left = length
+            while left > 0:
+                chunk = self.f.read(min(left, 1 << 20))
+                if not chunk:
                     break
-                n += 1
-            yield item
+                h.update(chunk)
+                left -= len(chunk)
+            return h.hexdigest()
+        except OSError as e:
+            self.close()
+            return f"!{type(e).__name__}"
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+        self.f = self.path = None
 
 
 class ParseRecipePages(Step):
@@ -94,9 +150,26 @@ class ParseRecipePages(Step):
     parent_field = "page_id"
     fan_out = True
     config_keys = ()
+    #: a page of ``--pages`` feeds its own rows: its content keys its shard (a WARC record's is in its row, ``_sha``)
+    input_keys = ("pages",)
+    item_input_keys = ("pages",)
+    item_fields = ("page_id", "kind", "path")
 
     def parent_id(self, item_id: str) -> str:
         return item_id.split("#", 1)[0]
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        from ...core.fingerprint import item_file_sha
+
+        shas = []
+        for r in rows:
+            if r["kind"] != "page":
+                continue
+            try:
+                shas.append((r["page_id"], item_file_sha(r["path"], memo)))
+            except OSError as e:  # a folder named like a page: read_html_page drops it, the same way each time
+                shas.append((r["page_id"], f"!{type(e).__name__}"))
+        return hash_obj(shas) if shas else ""
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...sources.html_pages import read_html_page
@@ -141,7 +214,9 @@ class SelectTextRecipes(Step):
                  for k, o in sorted(outcome.items())]
         schema = pa.schema([("key", pa.string()), ("drop", pa.list_(pa.string())), ("row", pa.string())])
         pq.write_table(pa.Table.from_pylist(table, schema=schema), inputs.artefact_dir / "outcome.parquet")
-        return {"records": len(table)}
+        # the outcome's digest: when an edit changes it (a recipe's dish, a duplicate, the title-word quantile), every
+        # shard is redone (a look-up); those whose rows come out the same leave the later stages cached
+        return {"records": len(table), "digest": hash_obj(table)}
 
     def setup(self, state: Any) -> None:
         import pyarrow.parquet as pq
@@ -192,11 +267,18 @@ class IngredientTerms(Step):
 
 # ============================================================================ videos pipeline (§3.5)
 class VideoCandidatesSource(Source):
-    """``video_candidates.jsonl`` (§2.3): search results per dish in rank order."""
+    """``video_candidates.jsonl`` (§2.3): search results per dish in rank order, each with its dish's name, split and
+    number of text recipes from the ``text`` pipeline (``_dish_name``, ``_split``, ``_n_text``; null for a dish not in
+    the corpus), which ``dish_videos`` reads. Rows carry their content, so an edit of the candidates or of the text
+    recipes lists them again into the same folder, and only candidates whose row changed are processed again (a
+    page edit that leaves the dish table as it was redoes no video)."""
 
     name = "read_video_candidates"
+    version = "2"
     config_keys = ("videos",)
     input_keys = ("videos",)
+    side_inputs = ("text",)
+    rows_carry_content = True
 
     def read(self) -> Iterator[Row | Drop | Count]:
         if not self.cfg.videos:
@@ -205,10 +287,14 @@ class VideoCandidatesSource(Source):
 
         by_dish, drops = read_video_candidates(self.cfg.videos)
         yield from drops
+        dishes = _dish_table(self.side["text"]) if by_dish else {}
         for dish in sorted(by_dish):
+            d = dishes.get(dish)
             for c in by_dish[dish]:
                 yield {"dish_id": c.dish_id, "rank": c.rank, "video_id": c.video_id, "title": c.title,
-                       "query": c.query, "_key": f"{c.dish_id}:{c.video_id}"}
+                       "query": c.query, "_key": f"{c.dish_id}:{c.video_id}",
+                       "_dish_name": d["dish_name"] if d else None, "_split": d["split"] if d else None,
+                       "_n_text": d["n_text"] if d else None}
 
 
 def _dish_table(text: Any) -> dict[str, dict[str, Any]]:
@@ -222,34 +308,21 @@ def _dish_table(text: Any) -> dict[str, dict[str, Any]]:
 
 
 class DishVideos(Step):
-    """Keep candidates of the corpus's dishes (those with >= 3 text recipes), with their dish name and split."""
+    """Keep candidates of the corpus's dishes (those with >= 3 text recipes), with their dish name and split (joined
+    by the source from the ``text`` pipeline's dish table)."""
 
     name = "dish_videos"
-    version = "2"
+    version = "3"
     id_field = "_key"
-    side_inputs = ("text",)
     config_keys = ()
-
-    def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        from ...core.artefacts import save_json
-
-        dishes = _dish_table(inputs.side["text"])
-        save_json(inputs.artefact_dir, "dishes",
-                  {k: {kk: vv for kk, vv in v.items() if kk != "terms"} for k, v in dishes.items()})
-        return {"dishes": len(dishes)}
-
-    def setup(self, state: Any) -> None:
-        from ...core.artefacts import artefact_dir, load_json
-
-        self.dishes = load_json(artefact_dir(state), "dishes")
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
-            d = self.dishes.get(r["dish_id"])
-            if d is None:
+            row = {k: v for k, v in r.items() if k not in ("_dish_name", "_split", "_n_text")}
+            if r["_n_text"] is None:
                 out.drop(r["_key"], "dish_not_in_corpus", r["dish_id"])
             else:
-                out.keep({**r, "dish_name": d["dish_name"], "split": d["split"], "n_text": d["n_text"]})
+                out.keep({**row, "dish_name": r["_dish_name"], "split": r["_split"], "n_text": int(r["_n_text"])})
 
 
 class LoadTranscript(Step):
@@ -262,9 +335,14 @@ class LoadTranscript(Step):
     id_field = "_key"
     config_keys = ("transcripts", "require_english_transcript")
     input_keys = ("transcripts",)
+    #: a video's transcript keys only its rows (:meth:`item_digest`); the whole file keys the split (``fit``)
+    item_input_keys = ("transcripts",)
+    item_fields = ("video_id",)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        """Global stage: a ``raw_caption.json`` is split once into one file per wanted video (artefact ``videos/``)."""
+        """Global stage: a ``raw_caption.json`` is split once into blocks of the wanted videos (artefact
+        ``videos/``). A split stopped by a JSON error is in the state (every video it did not reach is then
+        ``malformed_transcript``), so it redoes every shard."""
         from ...core.artefacts import save_json
         from ...sources.transcripts import open_transcripts
 
@@ -272,8 +350,18 @@ class LoadTranscript(Step):
         if not wanted:  # no video input (a text-only build) or no candidate of a corpus dish
             return {"root": None}
         save_json(inputs.artefact_dir, "wanted", sorted(wanted))
-        open_transcripts(self.cfg.transcripts, inputs.artefact_dir / "videos", wanted)
-        return {"root": "videos"}
+        store = open_transcripts(self.cfg.transcripts, inputs.artefact_dir / "videos", wanted)
+        return {"root": "videos", "split_error": getattr(store, "split_error", "")}
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        from ...core.artefacts import artefact_dir
+        from ...sources.transcripts import RAW_CAPTIONS_DIR, transcript_item_digests
+
+        if state["root"] is None:
+            return ""
+        vids = [r["video_id"] for r in rows]
+        split = None if Path(self.cfg.transcripts).is_dir() else artefact_dir(state) / state["root"] / RAW_CAPTIONS_DIR
+        return hash_obj(vids, transcript_item_digests(vids, split, self.cfg.transcripts, memo))
 
     def setup(self, state: Any) -> None:
         from ...core.artefacts import artefact_dir, load_json
@@ -341,7 +429,7 @@ class ChatFilter(Step):
                 model = ChatClassifier.load(self.cfg.chat_model)
                 model.save(inputs.artefact_dir / "model.json")
                 return {"name": model.name, "model": "model.json", "trained": False}
-            model_path = train_chat_classifier(self.cfg, inputs.artefact_dir)
+            model_path = cached_chat_classifier(self.cfg, inputs.artefact_dir, inputs.cache_dir)
             return {"name": ChatClassifier.load(model_path).name, "model": "model.json", "trained": True}
         except ValueError as e:  # a bad model file, or training data without both labels / a validation split
             raise ConfigError(f"chat/content classifier: {e}") from e
@@ -385,6 +473,37 @@ class ChatFilter(Step):
                 row = {k: v for k, v in r.items() if k != "sentences"}
                 out.keep({**row, "content": content, "num_chat_removed": removed,
                           "chat_classifier": self.state["name"]})
+
+
+#: bump when the training of the chat/content classifier changes (its cache key)
+CHAT_TRAINING_VERSION = "1"
+CLASSIFIER_FILES = ("model.json", "sentences.parquet", "scores.json")
+
+
+def cached_chat_classifier(cfg: MarcConfig, folder: Path, cache_dir: Path | None) -> Path:
+    """:func:`train_chat_classifier` into ``folder`` through the build's cache: the model and its files are kept in
+    ``<cache_dir>/chat_classifier/<key>/``, keyed by the contents of the training inputs (YouCook2 annotations and
+    transcripts) and the settings that change the model, so ``chat_filter``, fitted again whenever a video's
+    transcript changes its input, does not train again. Returns the model path in ``folder``."""
+    import shutil
+
+    from ... import __version__ as toolkit_version
+    from ...core.fingerprint import file_fingerprint, shared_memo
+
+    if cache_dir is None:
+        return train_chat_classifier(cfg, folder)
+    memo = shared_memo(Path(cache_dir) / "fingerprints.sqlite")
+    key = hash_obj("chat_classifier", CHAT_TRAINING_VERSION, ChatFilter.version, toolkit_version,
+                   [file_fingerprint(p, memo)["sha256"] for p in (cfg.youcook2, cfg.youcook2_transcripts)],
+                   cfg.embedding_model, cfg.device, cfg.encode_batch_size, cfg.chat_threshold)
+    kept = Path(cache_dir) / "chat_classifier" / key[:32]
+    if not (kept / "model.json").exists():  # written last by the training: its presence marks it complete
+        train_chat_classifier(cfg, kept)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in CLASSIFIER_FILES:
+        shutil.copyfile(kept / name, folder / name)
+    return folder / "model.json"
 
 
 def train_chat_classifier(cfg: MarcConfig, folder: Path) -> Path:
@@ -476,14 +595,38 @@ class PickVideos(Step):
                 out.keep(r)
 
 
+class VideoTerms(Step):
+    """§3.6, the video's half of its ingredient terms: the ingredient terms among the NOUN/PROPN lemmas of its content
+    sentences (``_video_terms``). Apart from ``video_recipe``, which intersects them with the dish vocabulary of the
+    text recipes, so that an edit of a web page does not lemmatize the videos again."""
+
+    name = "video_terms"
+    version = "1"
+    id_field = "_key"
+    config_keys = ("spacy_model",)
+
+    def setup(self, state: Any) -> None:
+        from ...models.nlp import ContentLemmatizer
+
+        self.lemmatize = ContentLemmatizer(self.cfg.spacy_model, pos=NOUN_POS)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            lemmas: set[str] = set()
+            for s in self.lemmatize([c["text"] for c in r["content"]]):
+                lemmas |= s
+            out.keep({**r, "_video_terms": sorted(dish_ops.ingredient_terms(lemmas))})
+
+
 class VideoRecipe(Step):
     """A picked video as a ``recipes`` row: content sentences are its instructions (with times); its ingredient
-    terms are the dish vocabulary D ∩ the NOUN/PROPN lemmas of its content sentences (§3.6)."""
+    terms are the dish vocabulary D ∩ the NOUN/PROPN lemmas of its content sentences (§3.6, ``video_terms``)."""
 
     name = "video_recipe"
+    version = "2"
     id_field = "_key"
     side_inputs = ("text",)
-    config_keys = ("spacy_model",)
+    config_keys = ()
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         from ...core.artefacts import save_json
@@ -494,18 +637,13 @@ class VideoRecipe(Step):
 
     def setup(self, state: Any) -> None:
         from ...core.artefacts import artefact_dir, load_json
-        from ...models.nlp import ContentLemmatizer
 
         self.vocab = {k: set(v) for k, v in load_json(artefact_dir(state), "dish_terms").items()}
-        self.lemmatize = ContentLemmatizer(self.cfg.spacy_model, pos=NOUN_POS)
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
             content = r["content"]
-            lemmas: set[str] = set()
-            for s in self.lemmatize([c["text"] for c in content]):
-                lemmas |= s
-            terms = sorted(self.vocab.get(r["dish_id"], set()) & dish_ops.ingredient_terms(lemmas))
+            terms = sorted(self.vocab.get(r["dish_id"], set()) & set(r["_video_terms"]))
             out.keep({
                 "recipe_id": f"v:{r['video_id']}", "dish_id": r["dish_id"], "dish_name": r["dish_name"],
                 "modality": "video", "title": r["title"], "url": f"https://www.youtube.com/watch?v={r['video_id']}",
@@ -539,6 +677,7 @@ class DishPairsSource(Source):
     name = "dish_pairs"
     version = "1"
     side_inputs = ("text", "videos")
+    rows_carry_content = True  # a pair holds both recipes' instructions, times and its ingredient match
     config_keys = ("text_match", "video_match", "max_length_ratio")
 
     def read(self) -> Iterator[Row | Drop | Count]:
@@ -702,6 +841,7 @@ class DishGraphSource(Source):
     name = "dish_graphs"
     version = "1"
     side_inputs = ("text", "videos", "pairs")
+    rows_carry_content = True  # a dish's nodes (texts, times) and weighted edges
     config_keys = ()
 
     def read(self) -> Iterator[Row | Drop | Count]:
@@ -760,13 +900,15 @@ class JointAlignment(Step):
 
 
 def pipelines(cfg: MarcConfig, shard_size: int = 64) -> list[Pipeline]:
-    """The four pipelines of the corpus, in run order."""
+    """The four pipelines of the corpus, in run order. Pages and pairs are cheap per item: their shards are four
+    times larger (at most 256 items, unless ``shard_size`` is larger)."""
+    large = max(shard_size, min(256, 4 * shard_size))
     return [
         Pipeline("text", RecipePagesSource(cfg), [ParseRecipePages(cfg), SelectTextRecipes(cfg), IngredientTerms(cfg)],
-                 shard_size=max(shard_size, 256)),
+                 shard_size=large),
         Pipeline("videos", VideoCandidatesSource(cfg),
-                 [DishVideos(cfg), LoadTranscript(cfg), ChatFilter(cfg), PickVideos(cfg), VideoRecipe(cfg)],
-                 shard_size=shard_size),
-        Pipeline("pairs", DishPairsSource(cfg), [HmmIbm1Align(cfg)], shard_size=max(shard_size, 256)),
+                 [DishVideos(cfg), LoadTranscript(cfg), ChatFilter(cfg), PickVideos(cfg), VideoTerms(cfg),
+                  VideoRecipe(cfg)], shard_size=shard_size),
+        Pipeline("pairs", DishPairsSource(cfg), [HmmIbm1Align(cfg)], shard_size=large),
         Pipeline("dishes", DishGraphSource(cfg), [JointAlignment(cfg)], shard_size=shard_size),
     ]

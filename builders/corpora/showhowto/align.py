@@ -17,6 +17,7 @@ import numpy as np
 
 from ...core.records import Out, Row
 from ...core.step import Step, gpus_for_device
+from .transcribe import ITEM_INPUT_KEYS, files_digest
 
 
 def clip_encoder(cfg: Any) -> Any:
@@ -87,6 +88,11 @@ class KeyframeAlignment(Step):
     config_keys = ("aligner", "fps", "epsilon", "clip_backend", "clip_model_path", "clip_arch", "min_steps",
                    "range_tolerance")
     input_keys = ("clip_model_path",)
+    item_input_keys = ITEM_INPUT_KEYS  # each row's video file keys its shard
+    item_fields = ("video_id", "video_path")
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        return files_digest(rows, memo, "video_path")
 
     def input_paths(self) -> list:
         """The CLIP checkpoint is fingerprinted; a plug-in's ``module:factory`` names code, not a file: a
@@ -226,6 +232,11 @@ class ExtractImages(Step):
     version = "1"
     id_field = "video_id"
     config_keys = ("with_images", "fps", "jpeg_quality", "image_max_side")
+    item_input_keys = ITEM_INPUT_KEYS  # each row's video file keys its shard (when images are extracted)
+    item_fields = ("video_id", "video_path")
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        return files_digest(rows, memo, "video_path") if self.cfg.with_images else ""
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...models import media

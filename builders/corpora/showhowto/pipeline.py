@@ -5,6 +5,11 @@
 
 ``gate_before_filter`` moves the length gate before the filter (saves LLM calls; filter statistics then cover only
 the short videos). Every step is cached per shard and every model request one by one, so a killed build resumes.
+
+Per-item inputs (ARCHITECTURE.md "Scale"): a manifest row names its video file and its transcript file; ``probe``,
+``transcribe``, ``keyframe_alignment`` and ``extract_images`` key each shard by the contents of the files its rows
+read (:func:`transcribe.files_digest`), so editing one transcript or one video redoes the shards holding that video.
+No stage is global in its data (the request-cache stages' ``fit`` only names the cache folder).
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ class ManifestSource(Source):
     version = "1"
     config_keys = ("manifest", "videos", "tasks", "limit")
     input_keys = ("manifest", "videos", "tasks")
+    #: a row holds all the manifest and the metadata give its video (values and the paths of its files); the files
+    #: themselves (video, transcript) key the shards of the steps that read them (their ``item_digest``). An edit of
+    #: these inputs lists them again into the same folder, and only the shards whose rows changed are redone
+    rows_carry_content = True
 
     def read(self) -> Iterator[Row | Drop | Count]:
         from ...sources.video_manifest import read_manifest

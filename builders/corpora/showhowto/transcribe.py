@@ -16,6 +16,30 @@ from ...core.step import CacheDirStep, Step, gpus_for_device
 
 #: bump when the ASR request or its post-processing changes (part of the request-cache key)
 ASR_CODE_VERSION = "1"
+#: the steps that read a video's own files name this key: a manifest row names those files (``video_path``,
+#: ``transcript_path``), whose contents, not the manifest's, key the shards (``item_digest``)
+ITEM_INPUT_KEYS = ("manifest",)
+
+
+def file_sha(path: str | None, memo: Any) -> str:
+    """The content sha256 of one video's file through the fingerprint memo (a ``stat`` and a look-up while unchanged),
+    ``-`` when there is none, the error's name when it cannot be read (a folder in its place: the step fails on it the
+    same way each time)."""
+    from ...core.fingerprint import item_file_sha
+
+    if not path:
+        return "-"
+    try:
+        return item_file_sha(path, memo)
+    except OSError as e:
+        return f"!{type(e).__name__}"
+
+
+def files_digest(rows: list[Row], memo: Any, *fields: str) -> str:
+    """What the files named in ``fields`` of each row contribute: the digest a step's ``item_digest`` returns."""
+    from ...core.fingerprint import hash_obj
+
+    return hash_obj([[r["video_id"], *(file_sha(r[f], memo) for f in fields)] for r in rows])
 
 
 class Probe(Step):
@@ -25,6 +49,11 @@ class Probe(Step):
     name = "probe"
     version = "1"
     id_field = "video_id"
+    item_input_keys = ITEM_INPUT_KEYS
+    item_fields = ("video_id", "video_path")
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        return files_digest(rows, memo, "video_path")
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...models import media
@@ -54,6 +83,18 @@ class Transcribe(CacheDirStep):
     uses_model = True
     config_keys = ("asr", "asr_model_path", "asr_align_model_path", "asr_compute_type", "asr_batch_size",
                    "asr_language", "any_language")
+    item_input_keys = ITEM_INPUT_KEYS
+    item_fields = ("video_id", "video_path", "transcript_path")
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        """The transcript file of each row, and its video when it has none (the audio is then transcribed)."""
+        from ...core.fingerprint import hash_obj
+
+        out = []
+        for r in rows:
+            t = file_sha(r["transcript_path"], memo)
+            out.append([r["video_id"], t, file_sha(r["video_path"], memo) if t == "-" else ""])
+        return hash_obj(out)
 
     def gpus(self) -> float:
         return gpus_for_device(self.cfg.asr_device)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.artefacts import artefact_dir, load_arrays, load_json, save_arrays, save_json
+from ...core.fingerprint import hash_obj
 from ...core.records import Count, Drop, Out, Row
 from ...core.step import FitInputs, Pipeline, Source, Step, gpus_for_device
 from ...ops import merge as merge_ops
@@ -39,6 +40,9 @@ class RecipeNLGSource(Source):
     name = "read_recipes"
     config_keys = ("recipes",)
     input_keys = ("recipes",)
+    #: a row holds the recipe's values: an edited recipe file is listed again into the same folder, and the recipe
+    #: stages redo only the shards whose recipes changed
+    rows_carry_content = True
 
     def read(self) -> Iterator[Row | Drop | Count]:
         yield from recipenlg.read_recipenlg(self.cfg.recipes)
@@ -91,7 +95,8 @@ class RecipeDedup(Step):
         dup = sorted((i, first[k]) for i, k in zip(ids, keys) if first[k] != i)
         save_arrays(inputs.artefact_dir, "duplicates", {"recipe_id": np.asarray([d[0] for d in dup], np.int64),
                                                         "keeper": np.asarray([d[1] for d in dup], np.int64)})
-        return {"duplicates": len(dup)}
+        # the digest of the artefact: a changed duplicate table redoes every shard (the state keys them)
+        return {"duplicates": len(dup), "digest": hash_obj(dup)}
 
     def setup(self, state: Any) -> None:
         a = load_arrays(artefact_dir(state), "duplicates")
@@ -133,6 +138,9 @@ class HowTo100MSource(Source):
     name = "read_metadata"
     config_keys = ("videos", "tasks", "titles", "durations", "limit")
     input_keys = ("videos", "tasks", "titles", "durations")
+    #: a row holds every value its video gets from these files (metadata, task name, title, duration): an edit is
+    #: listed again into the same folder and only the shards whose rows changed are redone downstream
+    rows_carry_content = True
 
     def read(self) -> Iterator[Row | Drop | Count]:
         cfg = self.cfg
@@ -199,6 +207,9 @@ class ExclusionFilter(Step):
     id_field = "video_id"
     config_keys = ("exclude",)
     input_keys = ("exclude",)
+    #: the lists key ``fit`` only, not the stage folder: the excluded ids are in the fitted state (its digest), which
+    #: keys every shard, so an edited list redoes this stage's shards (a look-up) and later only the videos it moves
+    item_input_keys = ("exclude",)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         first: dict[str, int] = {}
@@ -211,7 +222,7 @@ class ExclusionFilter(Step):
                                                      "first": np.asarray([x[1] for x in repeats], np.int64)})
         excluded = sorted(exclusions.read_exclusion_ids(self.cfg.exclude))
         save_json(inputs.artefact_dir, "excluded", excluded)
-        return {"excluded": len(excluded), "repeated_rows": len(repeats)}
+        return {"excluded": len(excluded), "repeated_rows": len(repeats), "digest": hash_obj(excluded, repeats)}
 
     def setup(self, state: Any) -> None:
         root = artefact_dir(state)
@@ -234,23 +245,38 @@ class ExclusionFilter(Step):
 class LoadTranscript(Step):
     """Attach the raw ASR segments (spec §2.3). Errors are recorded on the row and turned into drops by
     ``clean_transcript``, after the duration and task-size filters, so those count videos as the paper does.
-    A video with no metadata duration gets the last ASR end (``duration_source = asr_last_end``)."""
+    A video with no metadata duration gets the last ASR end (``duration_source = asr_last_end``).
+
+    Per-item input: a shard is keyed by the transcripts of its own videos only (:meth:`item_digest`: each video's
+    entry of the split, or its WhisperX file), so an edit of one video's caption redoes the shard holding it, not the
+    stage (the whole file's fingerprint keys the split, ``fit``, alone)."""
 
     name = "load_transcript"
     version = "2"
     id_field = "video_id"
     config_keys = ("transcripts",)
     input_keys = ("transcripts",)
+    item_input_keys = ("transcripts",)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        """Global stage: a ``raw_caption.json`` is split once into one small file per wanted video (artefact
-        ``raw_captions/``); a WhisperX directory is read in place."""
+        """Global stage: a ``raw_caption.json`` is split once into blocks of the wanted videos (artefact
+        ``raw_captions/``, ``transcripts.split_raw_captions``); a WhisperX directory is read in place. A split stopped
+        by a JSON error is in the state (every video it did not reach is then ``malformed_transcript``), so it redoes
+        every shard."""
         path = Path(self.cfg.transcripts)
         if path.is_file():
             wanted = {r["video_id"] for r in inputs.data.rows(["video_id"])}
-            transcripts.split_raw_captions(path, inputs.artefact_dir / "raw_captions", wanted)
-            return {"kind": "raw", "root": "raw_captions"}
+            root = inputs.artefact_dir / "raw_captions"
+            transcripts.split_raw_captions(path, root, wanted)
+            index = transcripts.SplitIndex(root)
+            index.close()
+            return {"kind": "raw", "root": "raw_captions", "split_error": index.error}
         return {"kind": "whisperx", "root": None}
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        vids = [r["video_id"] for r in rows]
+        root = artefact_dir(state) / state["root"] if state["kind"] == "raw" else None
+        return hash_obj(vids, transcripts.transcript_item_digests(vids, root, self.cfg.transcripts, memo))
 
     def setup(self, state: Any) -> None:
         self.state = state
@@ -305,8 +331,9 @@ class TaskSizeFilter(Step):
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         counts = Counter(r["task_id"] for r in inputs.data.rows(["task_id"]))
-        save_json(inputs.artefact_dir, "videos_per_task", {str(k): v for k, v in sorted(counts.items())})
-        return {"tasks": len(counts)}
+        table = {str(k): v for k, v in sorted(counts.items())}
+        save_json(inputs.artefact_dir, "videos_per_task", table)
+        return {"tasks": len(counts), "digest": hash_obj(table)}
 
     def setup(self, state: Any) -> None:
         self.per_task = {int(k): v for k, v in load_json(artefact_dir(state), "videos_per_task").items()}
@@ -512,7 +539,9 @@ class Swap(Step):
         save_arrays(inputs.artefact_dir, "pool", {"keys": keys, "recipe_ids": np.asarray(rids, dtype=np.int64),
                                                   "step_index": np.asarray(sidx, dtype=np.int32)})
         save_json(inputs.artefact_dir, "pool_texts", texts)
-        return {"cache_path": cache_path, "model_id": encoder.model_id, "pool_steps": len(texts)}
+        # the pool (a global input of every shard): a change of R² redoes every shard
+        return {"cache_path": cache_path, "model_id": encoder.model_id, "pool_steps": len(texts),
+                "pool_digest": hash_obj(rids, sidx, texts)}
 
     def setup(self, state: Any) -> None:
         from ...models.embedding_cache import EmbeddingCache

@@ -1,0 +1,157 @@
+"""Per-item invalidation of ``sieve_swap`` (issue 19 item 2): an edit of one video's transcript (its slice of
+``raw_caption.json``, or its WhisperX file) redoes only the shards that hold that video in the per-video stages, and
+the release equals a fresh build from the edited inputs.
+
+Global stages still refit when their input changed (``load_transcript`` splits ``raw_caption.json`` again,
+``task_size_filter``, ``title_sieve`` / ``content_sieve`` and ``swap`` see a changed input), but their fitted state
+is unchanged by such an edit, so they too redo only the edited video's shard."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from builders.build import load_corpus, main, make_parser
+from builders.core.driver import resolve_config
+from builders.core.orchestrate import run_pipelines
+from builders.core.runners import LocalRunner
+from builders.corpora.sieve_swap.flags import SAMPLE_EXCLUDE, SAMPLE_INPUTS
+
+pytestmark = pytest.mark.slow
+
+#: the stages after ``load_transcript``, each of which holds the edited video in one shard (it survives to the end)
+PER_VIDEO = ("load_transcript", "duration_filter", "task_size_filter", "clean_transcript", "title_sieve",
+             "content_sieve", "swap", "merge")
+#: stages before the transcripts and the recipe pipeline: untouched by a transcript edit
+UNTOUCHED = ("read_metadata", "cooking_filter", "exclusion_filter", "read_recipes", "recipe_clean", "recipe_dedup",
+             "recipe_lemmas")
+EDITED = "bN4tQ7xWk2E"   # a banana-bread video kept in the release (builders/samples/sieve_swap/README.md)
+
+
+def _inputs(tmp: Path, fmt: str) -> list[str]:
+    """The sample's inputs as flags, with the transcripts copied (``raw``) or converted to WhisperX files."""
+    raw = json.loads(SAMPLE_INPUTS["transcripts"].read_text())
+    if fmt == "raw":
+        transcripts = tmp / "raw_caption.json"
+        transcripts.write_text(json.dumps(raw))
+    else:
+        transcripts = tmp / "whisperx"
+        transcripts.mkdir()
+        for vid, v in raw.items():
+            segs = [{"start": s, "end": e, "text": t} for t, s, e in zip(v["text"], v["start"], v["end"])]
+            (transcripts / f"{vid}.json").write_text(json.dumps({"segments": segs, "language": "en"}))
+    old = time.time() - 60  # older than the fingerprint memo's racy window, as inputs not just written are
+    for p in [transcripts, *transcripts.rglob("*")] if transcripts.is_dir() else [transcripts]:
+        os.utime(p, (old, old))
+    flags = [f"--{k}={v}" for k, v in SAMPLE_INPUTS.items() if k != "transcripts"]
+    return [*flags, f"--transcripts={transcripts}", f"--exclude={SAMPLE_EXCLUDE}"]
+
+
+def _edit(inputs: list[str], fmt: str) -> None:
+    """Shorten the first caption line of ``EDITED`` by half a second (its text, and so the recipes it keeps, stay)."""
+    path = Path(next(f for f in inputs if f.startswith("--transcripts=")).split("=", 1)[1])
+    if fmt == "raw":
+        data = json.loads(path.read_text())
+        data[EDITED]["end"][0] -= 0.5
+        path.write_text(json.dumps(data))
+    else:
+        f = path / f"{EDITED}.json"
+        data = json.loads(f.read_text())
+        data["segments"][0]["end"] -= 0.5
+        f.write_text(json.dumps(data))
+
+
+def _args(out: Path, inputs: list[str]) -> list[str]:
+    return ["sieve_swap", "--out", str(out), "--no-progress", "-q", "--shard-size", "4",
+            "--set", "embedding_model=minilm", *inputs]
+
+
+def _build(out: Path, inputs: list[str]) -> dict:
+    assert main(_args(out, inputs)) == 0
+    return json.loads((out / "sieve_swap" / "stats.json").read_text())
+
+
+def _rerun(out: Path, inputs: list[str]):
+    """The pipelines again on the build's work directory (the BuildResult: an unchanged release is not rewritten)."""
+    corpus = load_corpus("sieve_swap")
+    cfg, _ = corpus.resolve_inputs(resolve_config(corpus, make_parser().parse_args(_args(out, inputs))))
+    return run_pipelines(corpus.pipelines(cfg, 4), out / ".work" / "sieve_swap", LocalRunner(), progress=False,
+                         log=lambda *_: None)
+
+
+def _tables(out: Path) -> dict[str, list[dict]]:
+    root = out / "sieve_swap"
+    return {str(p.relative_to(root)): pq.read_table(p).to_pylist() for p in sorted(root.glob("*/*.parquet"))}
+
+
+@pytest.mark.parametrize("fmt", ["raw", "whisperx"])
+def test_editing_one_transcript_redoes_only_its_shards(tmp_path, fmt):
+    inputs = _inputs(tmp_path, fmt)
+    first = _build(tmp_path / "out", inputs)
+    n = first["steps"]["load_transcript"]["shards"]
+    assert n >= 5
+    assert any(r.get("video_id") == EDITED for rows in _tables(tmp_path / "out").values() for r in rows)
+    before = _tables(tmp_path / "out")
+
+    if fmt == "raw":  # nothing changed: nothing is computed, no global stage refits
+        work = _rerun(tmp_path / "out", inputs).this_build()
+        assert work["shards_computed"] == 0 and work["fits_ran"] == []
+
+    _edit(inputs, fmt)
+    edited = _build(tmp_path / "out", inputs)
+    steps = edited["steps"]
+    assert {k: steps[k]["computed_shards"] for k in PER_VIDEO} == {k: 1 for k in PER_VIDEO}
+    assert {k: steps[k]["computed_shards"] for k in UNTOUCHED} == {k: 0 for k in UNTOUCHED}
+    assert steps["load_transcript"]["shards"] == n
+    after = _tables(tmp_path / "out")
+    assert after != before
+
+    fresh = tmp_path / "fresh"
+    _build(fresh, inputs)
+    assert after == _tables(fresh)
+    shutil.rmtree(fresh)
+
+
+def test_edits_that_change_a_global_stage_redo_its_shards(tmp_path):
+    """One video's duration grows past 10 minutes: it is dropped as ``too_long``, its task falls under five videos,
+    so ``task_size_filter``'s table changes and every one of its shards is redone (its state keys them); the other
+    per-video stages redo only the shards whose rows changed. Then an exclusion list gains an id. The release equals
+    a fresh build from the edited inputs."""
+    durations, exclude = tmp_path / "video_durations.csv", tmp_path / "exclude_ids.txt"
+    shutil.copy(SAMPLE_INPUTS["durations"], durations)
+    shutil.copy(SAMPLE_EXCLUDE, exclude)
+    inputs = [{"--durations": f"--durations={durations}", "--exclude": f"--exclude={exclude}"}.get(f.split("=")[0], f)
+              for f in _inputs(tmp_path, "raw")]
+    first = _build(tmp_path / "out", inputs)
+    n = first["steps"]["task_size_filter"]["shards"]
+    durations.write_text(durations.read_text().replace(f"{EDITED},152.77", f"{EDITED},9999"))
+    steps = _build(tmp_path / "out", inputs)["steps"]
+    assert steps["read_metadata"]["computed_shards"] == n               # listed again, into the same folder
+    assert {k: steps[k]["computed_shards"] for k in ("cooking_filter", "load_transcript", "duration_filter")} == \
+        {"cooking_filter": 1, "load_transcript": 1, "duration_filter": 1}
+    was = first["steps"]
+    assert steps["duration_filter"]["dropped"]["too_long"] == was["duration_filter"]["dropped"]["too_long"] + 1
+    assert steps["task_size_filter"]["fit"] == "ran" and steps["task_size_filter"]["computed_shards"] == n
+    assert steps["task_size_filter"]["dropped"]["small_task"] == was["task_size_filter"]["dropped"]["small_task"] + 4
+    assert 1 <= steps["clean_transcript"]["computed_shards"] < n
+    after = _tables(tmp_path / "out")
+    assert not any(r.get("video_id") == EDITED for rows in after.values() for r in rows)
+
+    # one more id in the exclusion list (edited in place: its path is config): the excluded set is exclusion_filter's
+    # state, so its shards are redone (a look-up) and, after it, only the shard that lost the video
+    exclude.write_text(exclude.read_text() + "\nZm4qT8pLx_0\n")
+    steps = _build(tmp_path / "out", inputs)["steps"]
+    assert steps["read_metadata"]["computed_shards"] == 0 and steps["cooking_filter"]["computed_shards"] == 0
+    assert steps["exclusion_filter"]["fit"] == "ran" and steps["exclusion_filter"]["computed_shards"] == n
+    assert steps["load_transcript"]["computed_shards"] == 1
+    after = _tables(tmp_path / "out")
+    assert not any(r.get("video_id") == "Zm4qT8pLx_0" for rows in after.values() for r in rows)
+
+    _build(tmp_path / "fresh", inputs)
+    assert after == _tables(tmp_path / "fresh")
