@@ -353,22 +353,37 @@ def test_a_stream_that_fails_leaves_the_previous_shards(tmp_path):
 
 
 _MEMORY_SCRIPT = """
-import resource, sys, tempfile
+import os, sys, threading, time
 from pathlib import Path
 from datasets import Features, List, Value
 from builders.release import write_split, write_split_stream
 F = Features({"id": Value("int64"), "text": Value("string"), "values": List(Value("float32"))})
+PAGE = os.sysconf("SC_PAGE_SIZE")
+def rss():  # the current resident set (not the high-water mark, which an import's peak may already hold)
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
 def rows(n):
     for i in range(n):
         yield {"id": i, "text": f"{i:08d} " + "chop the onions finely " * 20, "values": [i * 0.5] * 8}
 mode, n, tmp = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 write_split_stream(tmp / "warm", "c", "train", rows(3000), F)  # imports and Arrow pools
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak = rss()
+done = threading.Event()
+def sample():
+    global peak
+    while not done.is_set():
+        peak = max(peak, rss())
+        time.sleep(0.005)
+t = threading.Thread(target=sample, daemon=True)
+t.start()
 if mode == "stream":
     paths = write_split_stream(tmp / "out", "c", "train", rows(n), F)
 else:
     paths = write_split(tmp / "out", "c", "train", list(rows(n)), F)
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024, len(paths))
+peak = max(peak, rss())
+done.set()
+t.join()
+print((peak - base) // (1 << 20), len(paths))
 """
 
 
