@@ -1,4 +1,4 @@
-"""The one release flow every corpus goes through (specs/releases.md §1, §4-§6; ARCHITECTURE.md "Release", "Scale").
+"""The one release flow every corpus goes through (README.md "The release" and "Caching and resume").
 
 A corpus describes its release in a :class:`ReleaseSpec` (rows per config and split as generators over the final work
 shards, lazily computed statistics, models and extra files) and calls :func:`write_release`, which, holding the
@@ -21,7 +21,6 @@ release, and raises :class:`BuildEmpty` (exit 3).
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 import json
@@ -62,7 +61,7 @@ from ..release import (
 )
 from .atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from .config import to_dict
-from .fingerprint import hash_obj, relative_paths
+from .fingerprint import file_fingerprint, hash_obj, relative_paths
 from .orchestrate import BuildResult, data_digest
 from .shards import StageData, read_stats
 from .shards import shard_name as work_shard_name
@@ -257,14 +256,6 @@ def portable_inputs(cfg: Any, input_keys: tuple[str, ...],
     return conf, fps
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _stage_key(data: StageData) -> list[Any]:
     """A complete stage as the release sees it: ``data_digest`` (its shards' row digests) plus, per shard, what its
     drops and counters were computed from (input digest, fitted-state key) and their counts."""
@@ -297,7 +288,7 @@ def release_key(result: BuildResult, cfg: Any, info: Mapping[str, Any], spec: Re
         "outputs": {k: f"{d.dir.parent.name}/{d.dir.name}" for k, d in sorted(result.outputs.items())},
         "fits": fits,
         "features": {c: f.to_dict() if hasattr(f, "to_dict") else str(f) for c, f in sorted(spec.features.items())},
-        "code": {p.name: _file_sha256(p) for p in code if p.is_file()},
+        "code": {p.name: file_fingerprint(p)["sha256"] for p in code if p.is_file()},
     })
 
 

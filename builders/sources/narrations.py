@@ -294,7 +294,7 @@ class NarrationReader:
     def has(self, video_id: str) -> bool:
         """The input holds a transcript entry for the video (for a split: its bytes, or the reason they could not be
         kept, which :meth:`read` raises as ``malformed_transcript``). One index look-up or one ``stat``: never a scan
-        of the whole input per video (ARCHITECTURE.md "Scale")."""
+        of the whole input per video (README.md "Caching and resume")."""
         if not is_valid_video_id(video_id):
             return False
         if self.split_root is not None:

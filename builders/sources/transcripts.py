@@ -323,7 +323,7 @@ def split_raw_captions(
     line, and ``index.sqlite`` maps each video id to its ``(block, offset, length, sha256)`` or to the ``error`` that
     kept it out, so a reader seeks one video without reading the rest and a split of 370,000 videos is a few hundred
     files (one file a video made the work directory grow by a file and a filesystem block per video). The sha256 of
-    a video's bytes keys its rows' cache (ARCHITECTURE.md "Scale": an edit reruns one video's shards).
+    a video's bytes keys its rows' cache (README.md "Caching and resume": an edit reruns one video's shards).
 
     Streams ijson ``basic_parse`` events (the file is never loaded whole) and builds one video's value at a time,
     capped at :data:`MAX_JSON_DEPTH` levels and :data:`MAX_TRANSCRIPT_BYTES` (read at call time): a video over a cap
@@ -719,7 +719,7 @@ def open_transcripts(
 
 def transcript_item_digests(video_ids: list[str], split_root: str | Path | None, whisperx_dir: str | Path | None,
                             memo: Any = None) -> list[str]:
-    """What each video's transcript contributes to its rows, for a step's ``item_digest`` (ARCHITECTURE.md "Scale": an
+    """What each video's transcript contributes to its rows, for a step's ``item_digest`` (README.md "Caching and resume": an
     edit reruns one video's shards): its entry of a ``raw_caption.json`` split under ``split_root``
     (:meth:`SplitIndex.digest`: the sha256 of its bytes, its error, ``-`` when absent), else the content sha256 of its
     WhisperX file ``<whisperx_dir>/<id>.json`` through the fingerprint ``memo`` (a ``stat`` and a look-up while

@@ -76,7 +76,7 @@ class VisualFeatures(Step):
     uses_model = True
     config_keys = FEATURE_KEYS
     input_keys = ("features", "features_index", "media")
-    #: a video's feature file (file) or media file (compute) keys only its own rows (ARCHITECTURE.md "Scale")
+    #: a video's feature file (file) or media file (compute) keys only its own rows (README.md "Caching and resume")
     item_input_keys = ("features", "media")
 
     def gpus(self) -> float:

@@ -5,7 +5,7 @@ ASR output is WhisperX JSON, cached per request under (audio sha256, model id, d
 a rebuild never transcribes a video twice. Drops: ``no_transcript``, ``malformed_transcript``, ``video_unreadable``,
 ``no_audio``, ``no_speech`` (spec §7).
 
-A video's inputs key only its own rows (ARCHITECTURE.md "Scale"): its slice of a one-file transcript (the sha256 the
+A video's inputs key only its own rows (README.md "Caching and resume"): its slice of a one-file transcript (the sha256 the
 split records), its WhisperX file and its media file (:meth:`Transcribe.item_digest`), so editing one video's caption
 reruns only the shards holding that video.
 """

@@ -14,7 +14,7 @@ Four pipelines, in run order (each stage cached per shard, so a killed build res
 Paraphrases (§3.9) and multi-step breakdowns (§3.10) are pure functions of the pairwise posteriors, computed by the
 release (``marc.release``).
 
-Per-item invalidation (ARCHITECTURE.md "Scale"): a WARC record's pointer row carries the sha256 of the record's bytes
+Per-item invalidation (README.md "Caching and resume"): a WARC record's pointer row carries the sha256 of the record's bytes
 and a page of ``--pages`` keys its shard of ``read_recipe_pages`` by its content; a video's transcript (its entry of
 the ``raw_caption.json`` split, or its WhisperX file) keys its shard of ``load_transcript``; the video candidates carry
 their dish's name, split and size (joined from the text pipeline when listed). So editing one page or one transcript

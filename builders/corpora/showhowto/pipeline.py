@@ -6,7 +6,7 @@
 ``gate_before_filter`` moves the length gate before the filter (saves LLM calls; filter statistics then cover only
 the short videos). Every step is cached per shard and every model request one by one, so a killed build resumes.
 
-Per-item inputs (ARCHITECTURE.md "Scale"): a manifest row names its video file and its transcript file; ``probe``,
+Per-item inputs (README.md "Caching and resume"): a manifest row names its video file and its transcript file; ``probe``,
 ``transcribe``, ``keyframe_alignment`` and ``extract_images`` key each shard by the contents of the files its rows
 read (:func:`transcribe.files_digest`), so editing one transcript or one video redoes the shards holding that video.
 No stage is global in its data (the request-cache stages' ``fit`` only names the cache folder).

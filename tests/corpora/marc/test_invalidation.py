@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import shutil
 import time
@@ -23,6 +22,8 @@ from builders.core.orchestrate import run_pipelines
 from builders.core.runners import LocalRunner
 from builders.corpora.marc import pipeline as marc_pipeline
 from builders.corpora.marc.flags import SAMPLE_DIR, SAMPLE_INPUTS
+
+from .test_build import _nan_free
 
 pytestmark = pytest.mark.slow
 
@@ -50,16 +51,6 @@ def _build(out: Path, inputs: list[str]) -> dict:
 
 def _computed(stats: dict, names) -> dict[str, int]:
     return {k: stats["steps"][k]["computed_shards"] for k in names}
-
-
-def _nan_free(x):
-    if isinstance(x, float) and math.isnan(x):
-        return "NaN"
-    if isinstance(x, dict):
-        return {k: _nan_free(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_nan_free(v) for v in x]
-    return x
 
 
 def _release(out: Path) -> dict[str, list[dict]]:
