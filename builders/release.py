@@ -64,6 +64,7 @@ __all__ = [
     "write_readme",
     "write_split",
     "write_split_stream",
+    "write_split_tables",
 ]
 
 _SHARD_RE = re.compile(r"^(?P<split>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.parquet$")
@@ -282,6 +283,12 @@ def write_split_stream(
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
         raise
+    return _finish_parts(folder, split, parts)
+
+
+def _finish_parts(folder: Path, split: str, parts: list[Path]) -> list[Path]:
+    """Rename the written ``.part`` files to their final ``<split>-{i:05d}-of-{n:05d}.parquet`` names, once every
+    other shard of the split (an earlier layout) is gone."""
     n = len(parts)
     finals = [folder / shard_name(split, i, n) for i in range(n)]
     for shards in _split_shards(folder, split).values():
@@ -291,6 +298,63 @@ def write_split_stream(
     for part, final in zip(parts, finals):
         os.replace(part, final)
     return finals
+
+
+def write_split_tables(
+    root: str | os.PathLike,
+    config: str,
+    split: str,
+    tables: Iterable[pa.Table],
+    features: Features,
+    max_rows_per_shard: int = 50_000,
+    *,
+    max_bytes_per_shard: int | None = MAX_SHARD_BYTES,
+    keep_empty: bool = True,
+) -> list[Path]:
+    """``write_split_stream`` for rows already encoded: Arrow tables of ``features.arrow_schema`` (such as the cached
+    parts of the release flow) are sliced at the shard limits and appended, one table and one row group in memory.
+    The same tables in the same order give byte-identical files."""
+    if max_rows_per_shard < 1:
+        raise ValueError(f"max_rows_per_shard must be >= 1, got {max_rows_per_shard}")
+    _check_names(config, split)
+    folder = Path(root) / config
+    folder.mkdir(parents=True, exist_ok=True)
+    _remove_parts(folder, split)
+    schema = features.arrow_schema
+    parts: list[Path] = []
+    shard: _ShardFile | None = None
+    try:
+        for table in tables:
+            if not table.schema.equals(schema, check_metadata=False):
+                raise ValueError(f"{config}/{split}: a table does not match the features:\n  got:      {table.schema}"
+                                 f"\n  expected: {schema}")
+            table = table.replace_schema_metadata(schema.metadata)
+            offset = 0
+            while offset < table.num_rows:
+                if shard is None:
+                    shard = _ShardFile(folder / f".{split}-{len(parts):05d}.parquet.part", features)
+                    parts.append(shard.path)
+                take = min(table.num_rows - offset, max_rows_per_shard - shard.rows)
+                shard.add(table.slice(offset, take))
+                offset += take
+                if shard.rows >= max_rows_per_shard or (max_bytes_per_shard and shard.bytes >= max_bytes_per_shard):
+                    shard.close()
+                    shard = None
+        if shard is not None:
+            shard.close()
+            shard = None
+        if not parts and keep_empty:
+            empty = _ShardFile(folder / f".{split}-00000.parquet.part", features)
+            empty.close()
+            parts.append(empty.path)
+    except BaseException:
+        if shard is not None:
+            shard.abort()
+        for p in parts:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        raise
+    return _finish_parts(folder, split, parts)
 
 
 def _write_one_shard(path: Path, rows: list[Mapping[str, Any]], features: Features) -> None:
@@ -367,7 +431,12 @@ def split_info(root: str | os.PathLike, config: str, split: str) -> SplitInfo:
     if indices != list(range(n)):
         missing = sorted(set(range(n)) - set(indices))
         raise ReleaseGateError(f"incomplete shard set {where}: n={n}, missing {missing}, found {indices}")
-    mds = [pq.ParquetFile(p).metadata for _, p in items]
+    mds = []
+    for _, p in items:
+        try:
+            mds.append(pq.ParquetFile(p).metadata)
+        except Exception as e:  # noqa: BLE001 - a shard whose footer does not read fails the gate, naming it
+            raise ReleaseGateError(f"{config}/{p.name}: not a readable Parquet file: {type(e).__name__}: {e}") from e
     return SplitInfo(
         name=split,
         num_examples=sum(m.num_rows for m in mds),
@@ -537,19 +606,23 @@ def gate(
 ) -> dict[str, dict[str, int]]:
     """The release gate of releases.md §5, run before any upload. Returns ``{config: {split: num_rows}}``.
 
-    1. every ``<split>-{i:05d}-of-{n:05d}.parquet`` exists for ``i`` in ``0..n-1``, one ``n`` per split;
+    1. every ``<split>-{i:05d}-of-{n:05d}.parquet`` exists for ``i`` in ``0..n-1``, one ``n`` per split, and no split
+       is empty;
     2. nothing else non-hidden sits in a config folder (a leftover ``*.parquet.tmp`` would be read as data);
-    3. under ``HF_HUB_OFFLINE=1``, ``load_dataset(<root>, cfg)`` gives exactly the expected features, splits and
-       row counts for every config, the config names are exactly the expected ones, and
-       ``datasets.inspect.get_dataset_default_config_name(<root>)`` is ``default_config``.
+    3. every shard's Arrow schema, read from its Parquet footer, is the declared features' schema (the types
+       ``datasets``' Parquet builder casts to: a shard that would not load fails here);
+    4. under ``HF_HUB_OFFLINE=1``, ``datasets`` resolves the folder as a user's ``load_dataset(<root>, cfg)`` would:
+       the config names are exactly the expected ones, the default config is ``default_config``, and for every config
+       the builder's features are the declared ones and its data files are exactly the shards of each split;
+    5. the first row of every split decodes with the loaded features (``Features.decode_example``).
     Raises ``ReleaseGateError`` naming the first failure.
 
-    ``load_dataset`` converts the shards batch by batch into memory-mapped Arrow files under ``cache_dir`` (a fresh
-    temp folder inside it, removed afterwards; the system temp folder by default) and only their features and row
-    counts are read: no row is materialised in Python. Give a ``cache_dir`` on the release's filesystem for large
-    releases: the Arrow copy is about as large as the uncompressed release.
+    Row counts come from the Parquet footers. Nothing is converted to Arrow files and no split is read in full, so the
+    gate costs seconds and a few MB at any release size (the conversion ``load_dataset`` does on first use grew the
+    build's memory and time with the corpus). ``cache_dir`` holds ``datasets``' small module cache (a fresh temp
+    folder inside it, removed afterwards; the system temp folder by default).
     """
-    from datasets import get_dataset_config_names, load_dataset
+    from datasets import get_dataset_config_names, load_dataset_builder
     from datasets.inspect import get_dataset_default_config_name
 
     _check_layout(features_by_config, splits_by_config, default_config)
@@ -558,6 +631,7 @@ def gate(
         raise ReleaseGateError(f"{root} has no README.md")
 
     expected: dict[str, dict[str, int]] = {}
+    shard_files: dict[str, dict[str, set[str]]] = {}
     for cfg, splits in splits_by_config.items():
         folder = root / cfg
         if not folder.is_dir():
@@ -569,12 +643,21 @@ def gate(
                 f"{cfg}: split(s) {empty} have 0 rows; load_dataset cannot load an empty split "
                 "('Instruction ... corresponds to no data'): leave them out of splits_by_config and delete their shards"
             )
-        allowed = {p.name for s in splits for ps in _split_shards(folder, s).values() for _, p in ps}
+        shard_files[cfg] = {s: {p.name for ps in _split_shards(folder, s).values() for _, p in ps} for s in splits}
+        allowed = set().union(*shard_files[cfg].values())
         strays = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".") and p.name not in allowed)
         if strays:
             raise ReleaseGateError(f"unexpected non-hidden entries in {cfg}/: {strays}")
+        want = features_by_config[cfg].arrow_schema
+        for name in sorted(allowed):
+            try:
+                got_schema = pq.read_schema(folder / name)
+            except Exception as e:  # noqa: BLE001 - an unreadable footer fails the gate
+                raise ReleaseGateError(f"{cfg}/{name}: not a readable Parquet file: {type(e).__name__}: {e}") from e
+            if not got_schema.remove_metadata().equals(want.remove_metadata()):
+                raise ReleaseGateError(f"{cfg}/{name}: its schema differs from the features:\n"
+                                       f"  file:     {got_schema.remove_metadata()}\n  expected: {want.remove_metadata()}")
 
-    got: dict[str, dict[str, int]] = {}
     with _quiet(), _hub_offline(), tempfile.TemporaryDirectory(
             prefix="release-gate-", dir=None if cache_dir is None else str(cache_dir)) as gate_cache:
         try:
@@ -588,23 +671,30 @@ def gate(
             raise ReleaseGateError(f"default config is {default!r}, expected {default_config!r}")
         for cfg, splits in splits_by_config.items():
             try:
-                dd = load_dataset(str(root), cfg, cache_dir=gate_cache)
+                builder = load_dataset_builder(str(root), cfg, cache_dir=gate_cache)
             except Exception as e:  # noqa: BLE001
                 raise ReleaseGateError(f"load_dataset({str(root)!r}, {cfg!r}) failed: {type(e).__name__}: {e}") from e
-            if sorted(dd) != sorted(splits):
-                raise ReleaseGateError(f"{cfg}: loaded splits {sorted(dd)} != expected {sorted(splits)}")
-            got[cfg] = {}
+            if builder.info.features != features_by_config[cfg]:
+                raise ReleaseGateError(f"{cfg}: loaded features differ from the schema:\n"
+                                       f"  loaded:   {builder.info.features}\n  expected: {features_by_config[cfg]}")
+            data_files = builder.config.data_files or {}
+            if sorted(data_files) != sorted(splits):
+                raise ReleaseGateError(f"{cfg}: loaded splits {sorted(data_files)} != expected {sorted(splits)}")
             for s in splits:
-                if dd[s].features != features_by_config[cfg]:
-                    raise ReleaseGateError(
-                        f"{cfg}/{s}: loaded features differ from the schema:\n"
-                        f"  loaded:   {dd[s].features}\n  expected: {features_by_config[cfg]}"
-                    )
-                if dd[s].num_rows != expected[cfg][s]:
-                    raise ReleaseGateError(f"{cfg}/{s}: loaded {dd[s].num_rows} rows, shards hold {expected[cfg][s]}")
-                got[cfg][s] = dd[s].num_rows
-            del dd
-    return got
+                resolved = {Path(str(f)).name for f in data_files[s]}
+                if resolved != shard_files[cfg][s]:
+                    raise ReleaseGateError(f"{cfg}/{s}: the loader resolves {sorted(resolved)}, "
+                                           f"the release holds {sorted(shard_files[cfg][s])}")
+                first_shard = root / cfg / shard_name(s, 0, len(shard_files[cfg][s]))
+                try:
+                    batch = next(pq.ParquetFile(first_shard).iter_batches(batch_size=1))
+                    first = builder.info.features.decode_example(batch.to_pylist()[0])
+                except Exception as e:  # noqa: BLE001
+                    raise ReleaseGateError(f"{cfg}/{s}: the first row does not decode: {type(e).__name__}: {e}") from e
+                if list(first) != list(features_by_config[cfg]):
+                    raise ReleaseGateError(f"{cfg}/{s}: the first row has fields {list(first)}")
+            del builder
+    return {c: dict(sp) for c, sp in expected.items()}
 
 
 def render_card(template_path: str | os.PathLike, context: Mapping[str, Any]) -> str:

@@ -104,6 +104,45 @@ def test_gate_rejects_a_leftover_file_and_a_missing_shard(tmp_path):
         gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
 
 
+def test_gate_reads_footers_and_refuses_a_shard_of_another_schema(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "r"
+    feats, splits = make_release(root)
+    gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+    shard = root / "recipes" / "train-00001-of-00002.parquet"
+    table = pq.read_table(shard)
+    pq.write_table(table.set_column(1, table.schema.names[1], pa.array([1] * table.num_rows)), shard)  # title: int
+    with pytest.raises(ReleaseGateError, match="recipes/train-00001-of-00002.parquet: its schema differs"):
+        gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+    shard.write_bytes(b"PAR1 not a parquet file")
+    with pytest.raises(ReleaseGateError, match="not a readable Parquet file"):
+        gate(root, features_by_config=feats, splits_by_config=splits, default_config="default")
+
+
+def test_gate_converts_nothing_and_imports_no_torch(tmp_path):
+    """The gate resolves the folder with datasets' builder and reads footers: no Arrow copy of the release in its
+    cache folder, and no ``torch`` import (datasets' streaming reader imports it: about 100 MB and 2 s a build)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "r"
+    make_release(root)
+    code = ("import sys, json\nfrom loading_scripts import sieve_swap as schema\nfrom builders.release import gate\n"
+            "splits = {'default': ['train', 'validation'], 'raw_asr': ['train'], 'recipes': ['train']}\n"
+            f"got = gate({str(root)!r}, features_by_config={{c: schema.FEATURES[c] for c in splits}}, "
+            f"splits_by_config=splits, default_config='default', cache_dir={str(tmp_path / 'cache')!r})\n"
+            "print(json.dumps([got, 'torch' in sys.modules]))")
+    (tmp_path / "cache").mkdir()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1], env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
+    got, torch_loaded = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"default": {"train": 5, "validation": 3}, "raw_asr": {"train": 5}, "recipes": {"train": 4}}
+    assert torch_loaded is False
+    assert not list((tmp_path / "cache").rglob("*.arrow"))
+
+
 def test_render_card_fills_placeholders(tmp_path):
     t = tmp_path / "card.md"
     t.write_text("kept $n videos at $$0.75 cost; $unknown stays")

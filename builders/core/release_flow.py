@@ -58,11 +58,13 @@ from ..release import (
     write_json_atomic,
     write_readme,
     write_split_stream,
+    write_split_tables,
 )
 from .atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from .config import to_dict
 from .fingerprint import file_fingerprint, hash_obj, relative_paths
 from .orchestrate import BuildResult, data_digest
+from .release_parts import PartsStats, ShardedRows, build_parts, split_tables
 from .shards import StageData, read_stats
 from .shards import shard_name as work_shard_name
 
@@ -72,7 +74,7 @@ RELEASE_FORMAT_VERSION = 2
 
 #: the release code whose source is part of the release key (with the corpus's own ``ReleaseSpec.key_files``)
 _RELEASE_CODE = (Path(__file__).resolve().parent / "release_flow.py", Path(__file__).resolve().parent / "report.py",
-                 Path(__file__).resolve().parents[1] / "release.py")
+                 Path(__file__).resolve().parent / "release_parts.py", Path(__file__).resolve().parents[1] / "release.py")
 
 
 class BuildEmpty(RuntimeError):
@@ -105,13 +107,15 @@ class ReleaseSpec:
     card: Mapping[str, Any]                               # card YAML fields (license, task_categories, ...)
     card_template: Path
     split_order: tuple[str, ...]
-    rows: dict[str, dict[str, RowSource]]                 # config -> split -> rows: a list, or a zero-arg callable
-                                                          # returning an iterator (a generator over work shards)
+    rows: dict[str, dict[str, RowSource] | ShardedRows]   # config -> split -> rows: a list, or a zero-arg callable
+                                                          # returning an iterator (a generator over work shards);
+                                                          # or config -> ShardedRows (cached per work shard)
     empty: str = ""                                       # non-empty: nothing survived, and why
     stats_extra: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)
     models: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)  # the manifest's
     card_context: Callable[[dict[str, Any], dict[str, Any]], Mapping[str, Any]] = lambda stats, man: {}
-    report_videos: Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]] = ()
+    report_videos: Any = ()                               # videos (mappings) or their ReportTallies, or a callable
+                                                          # returning either
     # extra files, relative to the release root: a source path, bytes, text, or a callable that writes the file (or
     # folder) at the path it is given; or a callable returning that dict (resolved after the shards are written)
     files: ReleaseFiles | Callable[[], ReleaseFiles] = field(default_factory=dict)
@@ -280,7 +284,6 @@ def release_key(result: BuildResult, cfg: Any, info: Mapping[str, Any], spec: Re
         except (OSError, ValueError):
             fit_key = None
         fits[name] = [hash_obj(state), fit_key]
-    code = sorted({*(Path(p).resolve() for p in (*_RELEASE_CODE, spec.card_template, *spec.key_files))})
     return hash_obj({
         "format": RELEASE_FORMAT_VERSION, "toolkit": TOOLKIT_VERSION, "corpus": spec.corpus,
         "config": to_dict(cfg), "sample": bool(info.get("sample")), "inputs": result.input_fingerprints,
@@ -288,14 +291,23 @@ def release_key(result: BuildResult, cfg: Any, info: Mapping[str, Any], spec: Re
         "outputs": {k: f"{d.dir.parent.name}/{d.dir.name}" for k, d in sorted(result.outputs.items())},
         "fits": fits,
         "features": {c: f.to_dict() if hasattr(f, "to_dict") else str(f) for c, f in sorted(spec.features.items())},
-        "code": {p.name: file_fingerprint(p)["sha256"] for p in code if p.is_file()},
+        "code": code_key(spec),
     })
+
+
+def code_key(spec: ReleaseSpec) -> dict[str, str]:
+    """The sha256 of every source file of the release: the core's release code, the card template and the corpus's
+    ``key_files``."""
+    code = sorted({*(Path(p).resolve() for p in (*_RELEASE_CODE, spec.card_template, *spec.key_files))})
+    return {p.name: file_fingerprint(p)["sha256"] for p in code if p.is_file()}
 
 
 def _write_report(path: Path, title: str, stats: dict[str, Any], videos: Any) -> None:
     from .report import ReportTallies, write_report
 
-    write_report(path, title=title, stats=stats, tallies=ReportTallies.of(_value(videos)))
+    videos = _value(videos)
+    write_report(path, title=title, stats=stats,
+                 tallies=videos if isinstance(videos, ReportTallies) else ReportTallies.of(videos))
 
 
 def _remove_empty_build(out_dir: Path) -> None:
@@ -375,16 +387,25 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
 
     splits: dict[str, list[str]] = {}
     release: dict[str, dict[str, int]] = {}
+    code = code_key(spec)
+    parts_stats = PartsStats()
     for c, by_split in spec.rows.items():
+        parts = (build_parts(by_split, c, spec.features[c], spec.split_order, code, parts_stats)
+                 if isinstance(by_split, ShardedRows) else None)
         for s in spec.split_order:
-            source = by_split.get(s)
-            if source is None:
+            if parts is not None:
+                paths = write_split_tables(stage, c, s, split_tables(parts, s, spec.features[c]), spec.features[c],
+                                           keep_empty=False)
+            elif (source := by_split.get(s)) is not None:
+                paths = write_split_stream(stage, c, s, source, spec.features[c], keep_empty=False)
+            else:
                 continue
-            paths = write_split_stream(stage, c, s, source, spec.features[c], keep_empty=False)
             if paths:
                 splits.setdefault(c, []).append(s)
                 release.setdefault(c, {})[s] = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
     stats["release"] = release
+    if "this_build" in stats and (parts_stats.made or parts_stats.reused):
+        stats["this_build"]["release_parts"] = {"made": parts_stats.made, "reused": parts_stats.reused}
     stats.update(_value(spec.stats_extra))
     for rel, content in _value(spec.files).items():
         target = stage / rel

@@ -1,4 +1,4 @@
-"""The build report: one self-contained ``report.html`` beside a release (ARCHITECTURE.md "Release").
+"""The build report: one self-contained ``report.html`` beside a release (docs/architecture.md, "The release step").
 
 Headline numbers, the per-step funnel (table + bar chart), kept/dropped by reason, the work done by this build, the
 paper comparison, and histograms of segments per video, words per step, segment durations and video durations, each
@@ -138,6 +138,47 @@ class Tally:
             counts, _ = np.histogram(np.clip(a, lo, hi), bins=bins, range=(lo, hi))
             self._hist = [h + int(c) for h, c in zip(self._hist, counts)]
 
+    def merge(self, other: Tally) -> Tally:
+        """Fold in the values ``other`` saw (same ``resolution`` and ``bins``), as if added here: exact counts, Chan et
+        al.'s pairwise update of the mean and the sum of squares. Returns ``self``."""
+        if (other.resolution, other.bins) != (self.resolution, self.bins):
+            raise ValueError(f"cannot merge a Tally of {other.resolution, other.bins} into one of "
+                             f"{self.resolution, self.bins}")
+        self._flush()
+        other._flush()
+        if not other._n:
+            return self
+        n = self._n + other._n
+        delta = other._mean - self._mean
+        self._mean += delta * other._n / n
+        self._m2 += other._m2 + delta * delta * self._n * other._n / n
+        self._n = n
+        self._min, self._max = min(self._min, other._min), max(self._max, other._max)
+        counts = other._counts
+        if self._exact and not other._exact:
+            self._exact = False
+            keys, cs = self.values()
+            self._counts = {}
+            for v, c in zip(self._round(keys), cs):
+                self._counts[float(v)] = self._counts.get(float(v), 0) + int(c)
+        if not self._exact and other._exact and counts:
+            import numpy as np
+
+            keys = np.asarray(list(counts), dtype=np.float64)
+            counts = {}
+            for v, c in zip(self._round(keys), other._counts.values()):
+                counts[float(v)] = counts.get(float(v), 0) + int(c)
+        for v, c in counts.items():
+            self._counts[v] = self._counts.get(v, 0) + c
+        if self._exact and self.resolution is not None and len(self._counts) > self._limit:
+            self._exact = False
+            keys, cs = self.values()
+            self._counts = {}
+            for v, c in zip(self._round(keys), cs):
+                self._counts[float(v)] = self._counts.get(float(v), 0) + int(c)
+        self._hist = [a + b for a, b in zip(self._hist, other._hist)]
+        return self
+
     def _round(self, a: Any) -> Any:
         """Values to the nearest multiple of ``resolution``, written with its decimals (0.3356, not 0.33560000000001)."""
         import numpy as np
@@ -233,6 +274,13 @@ class ReportTallies:
                 self.segment_durations.add(float(s["end"]) - float(s["start"]))
         if video.get("duration") is not None:
             self.video_durations.add(float(video["duration"]))
+
+    def merge(self, other: ReportTallies) -> ReportTallies:
+        """Fold in another part's tallies (``Tally.merge``); returns ``self``."""
+        self.videos += other.videos
+        for name in ("segments_per_video", "words_per_step", "segment_durations", "video_durations"):
+            getattr(self, name).merge(getattr(other, name))
+        return self
 
     @classmethod
     def of(cls, videos: Iterable[Mapping[str, Any]]) -> ReportTallies:

