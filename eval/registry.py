@@ -1,4 +1,4 @@
-"""The protocol registry behind ``python eval/run.py`` (``../shared/specs/evaluation.md`` §0).
+"""The protocol registry behind ``python eval/run.py`` (docs/evaluation.md).
 
 A protocol is one benchmark's scoring rule: it reads ground truth and predictions, applies the settings of its
 ``--variant`` keys (defaults reproduce the paper-side reference implementation) and returns metrics in [0, 1] plus

@@ -1,6 +1,6 @@
 """``python eval/run.py PROTOCOL --gt PATH --pred PATH [--variant KEY=VALUE ...] [--out FILE] [--json]``.
 
-One CLI for every evaluation protocol of the toolkit (``../shared/specs/evaluation.md`` §0). ``--json`` prints one
+One CLI for every evaluation protocol of the toolkit (docs/evaluation.md). ``--json`` prints one
 JSON object ``{"protocol", "variant", "metrics", "counts"}`` on stdout; without it a readable table. Warnings (counted,
 named) go to stderr. ``--out FILE`` also writes the JSON object to FILE. Exit status: 0 on success, 2 on a bad
 command line or bad input file.
@@ -84,7 +84,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def evaluate(protocol: Protocol, inputs: EvalInputs) -> dict[str, Any]:
-    """Run one protocol and assemble the output object of ``../shared/specs/evaluation.md`` §0."""
+    """Run one protocol and assemble the output object described in docs/evaluation.md."""
     result = protocol.evaluate(inputs)
     variant = dict(inputs.variant)
     variant.update(result.resolved)

@@ -1,11 +1,11 @@
 """Schemas, config names and a loader for the HowToStep corpus (``howtostep``).
 
-The one source of truth for the release's ``datasets.Features`` (specs/howtostep.md §5.1), used by the builder (the
+The one source of truth for the release's ``datasets.Features`` (docs/corpora/howtostep.md), used by the builder (the
 README ``dataset_info`` is written from it) and by users. A release is Parquet + README, not a loading script.
 
 Papers: Li et al., "Multi-Sentence Grounding for Long-term Instructional Video", ECCV 2024 (HowToStep, NaSVA;
-``../shared/papers/000_47e4e363f2e3fb14.txt``) and Chen et al., "Learning to Localize Actions in Instructional Videos
-with LLM-Based Multi-Pathway Text-Video Alignment", ECCV 2024 (MPTVA; ``001_e771ed41550f58e8.txt``).
+Li et al., ECCV 2024) and Chen et al., "Learning to Localize Actions in Instructional Videos
+with LLM-Based Multi-Pathway Text-Video Alignment", ECCV 2024 (MPTVA; Chen et al., ECCV 2024).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where a corpus is loaded from, and which versions of it are published on the Hub (specs/releases.md §7-§8).
+"""Where a corpus is loaded from, and which versions of it are published on the Hub (docs/publishing.md).
 
 ``resolve(corpus, repo=None, revision=None)`` picks, in order:
 
@@ -65,7 +65,7 @@ def resolve(corpus: str, repo: str | None = None, revision: str | None = None) -
     if repo is None and revision is None:
         restore_interrupted_swap(local)
     if repo is None and revision is None and local.is_dir():
-        return str(local)   # absolute: forces the local folder (releases.md §7)
+        return str(local)   # absolute: forces the local folder (docs/publishing.md)
     if repo:
         if repo.count("/") != 1:
             raise ValueError(f"repo must be a namespaced Hub id 'org/name', got {repo!r}")

@@ -1,10 +1,10 @@
 """Schemas, config names and a loader for the MARC-style aligned recipe corpus (``marc``).
 
-The one source of truth for the release's ``datasets.Features`` (``../shared/specs/marc.md`` §4), used by the builder
+The one source of truth for the release's ``datasets.Features`` (docs/corpora/marc.md), used by the builder
 and by users. A plain module, not a ``datasets`` loading script (a release is Parquet + README).
 
 Paper: Lin et al., "A Recipe for Creating Multimodal Aligned Datasets for Sequential Tasks", ACL 2020
-(``../shared/papers/002_dcd14287402b909e.txt`` §2-§5).
+(Lin et al., ACL 2020, §2-§5).
 """
 
 from __future__ import annotations

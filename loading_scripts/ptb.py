@@ -1,7 +1,7 @@
-"""Penn Treebank word tokenisation for the Sieve & Swap YouCook2-format export (``specs/sieve_swap.md`` §4).
+"""Penn Treebank word tokenisation for the Sieve & Swap YouCook2-format export (docs/corpora/sieve_swap.md).
 
 Used by :func:`loading_scripts.sieve_swap.to_yc2_format` (captions lowercased and PTB-tokenised, as the upstream
-``*_yc2format_clean.json`` files of paper 004, ``../shared/papers/004_7a7f59c04c52b84c.txt`` §6-7). It lives in
+``*_yc2format_clean.json`` files of Batra et al., ECCV 2024, §6-7). It lives in
 ``loading_scripts`` because that is its only user and loading_scripts import no builders. Pure, stdlib only.
 """
 
@@ -61,7 +61,7 @@ def _split_final_period(token: str) -> list[str]:
 def ptb_tokenize(text: str) -> str:
     """Lowercase and Penn-Treebank-tokenise ``text``; tokens joined by single spaces (spec §4 ``to_yc2_format``).
 
-    The export matches the upstream ``*_yc2format_clean.json`` files of paper 004 (PDVC/YouCook2 format, §6-7).
+    The export matches the upstream ``*_yc2format_clean.json`` files of Batra et al., ECCV 2024 (PDVC/YouCook2 format, §6-7).
     Punctuation becomes separate tokens, contractions split as in PTB (``"don't"`` -> ``"do n't"``, ``"it's"`` ->
     ``"it 's"``, ``"cannot"`` -> ``"can not"``), hyphenated words, decimals (``3.5``) and fractions (``1/2``) stay
     whole. Example: ``"Preheat the oven to 350°F. Don't burn it!"`` -> ``"preheat the oven to 350°f . do n't burn

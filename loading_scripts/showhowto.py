@@ -1,8 +1,8 @@
 """Schemas, config names and a loader for the ShowHowTo corpus (``showhowto``).
 
-The one source of truth for the release's ``datasets.Features`` (``../shared/specs/showhowto.md`` §8), used by the
+The one source of truth for the release's ``datasets.Features`` (docs/corpora/showhowto.md), used by the
 builder and by users. Paper: Souček et al., "ShowHowTo: Generating Scene-Conditioned Step-by-Step Visual
-Instructions", CVPR 2025 (``../shared/papers/003_f1dc141f83af610b.txt``).
+Instructions", CVPR 2025 (Souček et al., CVPR 2025).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Schemas, config names and a loader for the Sieve & Swap corpus (``sieve_swap``).
 
-The one source of truth for the release's ``datasets.Features`` (specs/sieve_swap.md §4), used by the builder
+The one source of truth for the release's ``datasets.Features`` (docs/corpora/sieve_swap.md), used by the builder
 (``builders/release.py`` writes the README ``dataset_info`` from it) and by users. This is a plain module, not a
-``datasets`` loading script: ``datasets`` 4+ refuses scripts (specs/releases.md §1), a release is Parquet + README.
+``datasets`` loading script: ``datasets`` 4+ refuses scripts (docs/publishing.md), a release is Parquet + README.
 
 Paper: Batra et al., "Efficient Pre-training for Localized Instruction Generation of Procedural Videos", ECCV 2024.
 """
@@ -105,7 +105,7 @@ SPLITS: dict[str, list[str]] = {
 
 DEFAULT_CONFIG = "default"
 
-# Dataset-card metadata (specs/releases.md §4). RecipeNLG text is for non-commercial research only, hence NC.
+# Dataset-card metadata (docs/publishing.md). RecipeNLG text is for non-commercial research only, hence NC.
 CARD: dict[str, Any] = dict(
     license="cc-by-nc-4.0",
     pretty_name="Sieve & Swap",

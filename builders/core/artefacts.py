@@ -1,4 +1,4 @@
-"""Artefacts of global stages, stored BY PATH in the stage's own folder (ARCHITECTURE.md "Global stages"): arrays as
+"""Artefacts of global stages, stored BY PATH in the stage's own folder (docs/architecture.md, "Caching and resume"): arrays as
 ``.npz`` (read back with ``allow_pickle=False``), metadata and tables as JSON. Workers load them in ``setup``; nothing
 is pickled to them.
 """

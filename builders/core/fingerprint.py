@@ -2,7 +2,7 @@
 
 Releases.md §6: datasets' own fingerprints ignore file contents, so every cache key here includes a hash of the
 input files. Files up to ``FULL_HASH_LIMIT`` bytes are hashed whole; larger ones by size, mtime and their first
-and last MiB (specs/sieve_swap.md §3.7 allows sizes + mtimes).
+and last MiB (docs/corpora/sieve_swap.md allows sizes + mtimes).
 
 **Directories.** A directory's fingerprint is the sha256 of, for every regular file below it in ``os.walk`` order
 (a folder's files sorted by name, then its sub-folders sorted by name, depth first), the file's path relative to the

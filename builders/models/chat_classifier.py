@@ -1,5 +1,5 @@
-"""The MARC chat/content sentence classifier, offline default ``logreg`` (``../shared/specs/marc.md`` §3.5, §4
-``chat_content``, §8.7; paper ``../shared/papers/002_dcd14287402b909e.txt`` A.1.3).
+"""The MARC chat/content sentence classifier, offline default ``logreg`` (docs/corpora/marc.md
+``chat_content``, §8.7; Lin et al., ACL 2020, A.1.3).
 
 Training data: the transcript sentences of YouCook2 videos, **content (1)** iff at least half of a sentence lies in
 the video's annotated segments, else **chat (0)**, split by recipe type (:mod:`builders.ops.chat_content`).
@@ -492,7 +492,7 @@ def main(argv: Sequence[str] | None = None, encoder_factory: Callable[..., Any] 
     print(f"{'validation':<10} {_fmt(sc.get('validation'))}")
     print(f"{'test':<10} {_fmt(sc.get('test'))}")
     print(f"{'paper test':<10} {PAPER_TEST['precision']:6.2f} {PAPER_TEST['recall']:6.2f} {PAPER_TEST['f1']:6.2f}"
-          "   (LSTM + attention over GloVe, paper 002 A.1.3)")
+          "   (LSTM + attention over GloVe, Lin et al., ACL 2020, A.1.3)")
     out = model.save(args.out)
     print(f"wrote {out} ({model.name})")
     return 0

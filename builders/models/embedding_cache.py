@@ -1,4 +1,4 @@
-"""On-disk cache of sentence embeddings — specs/sieve_swap.md §3.7.
+"""On-disk cache of sentence embeddings (docs/architecture.md, "Caching and resume").
 
 One SQLite file per work directory; several processes may read and write it (WAL mode). Changing a threshold
 downstream never re-embeds; changing the model changes the key.

@@ -1,4 +1,4 @@
-"""Content lemmas with spaCy (specs/sieve_swap.md §3.0; paper 004 §4.2 "we consider only content words").
+"""Content lemmas with spaCy (docs/corpora/sieve_swap.md; Batra et al., ECCV 2024, §4.2 "we consider only content words").
 
 ``content_lemmas(text)`` lowercases, tags with the packaged English model (parser and NER disabled) and returns the
 set of ``lemma_`` of tokens whose POS is NOUN, PROPN, VERB, ADJ or ADV, alphabetic, at least two characters and not a

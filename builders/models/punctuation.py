@@ -1,4 +1,4 @@
-"""TAN's punctuation restorer for unpunctuated YouTube captions (specs/howtostep.md §3.2, GPU preset; GitHub
+"""TAN's punctuation restorer for unpunctuated YouTube captions (docs/corpora/howtostep.md, GPU preset; GitHub
 ``TengdaHan/TemporalAlignNet`` ``sentencify_text/``): ``felflare/bert-restore-punctuation`` from a local folder.
 
 Captions are lower-cased and stripped of ``,.!?``; each word gets a linear share of its caption's span and each BERT

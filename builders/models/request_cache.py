@@ -1,4 +1,4 @@
-"""Per-request cache of model outputs (LLM, ASR) — specs/howtostep.md §3 ("every step is cached (ASR and LLM per
+"""Per-request cache of model outputs (LLM, ASR) — docs/corpora/howtostep.md ("every step is cached (ASR and LLM per
 request, keyed by input hash, model id, decoding parameters, code version), so changing a threshold never re-runs ASR
 or the LLM").
 

@@ -1,5 +1,5 @@
 """Instruction tokens for the HMM+IBM1 aligner, with the part-of-speech ablations of MARC (Lin et al., ACL 2020;
-``../shared/papers/002_dcd14287402b909e.txt`` §3.7 and Tables 2-3; ``../shared/specs/marc.md`` §3.7).
+Lin et al., ACL 2020, §3.7 and Tables 2-3; docs/corpora/marc.md).
 
 ``Tokenizer(mode, spacy_model)`` maps a list of instruction texts to their token lists:
 

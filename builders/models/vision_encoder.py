@@ -1,9 +1,9 @@
-"""Per-second CLIP image features computed from video files (spec ``howtostep.md`` §2.4, §6; offline_models.md §5, §9).
+"""Per-second CLIP image features computed from video files (docs/corpora/howtostep.md; docs/getting-started.md).
 
 Frames at 1 fps (:func:`builders.models.media.iter_frames_1fps`, ffmpeg ``fps=1`` semantics) -> :func:`clip_preprocess`
 (centre-crop the shorter side to a square, resize to 224 bicubic, CLIP mean/std; PIL, no torchvision) -> CLIP ViT-L/14
 image embedding (``transformers`` ``CLIPModel.get_image_features`` or ``open_clip`` ``encode_image``) -> un-normalised
-fp16 ``[T, 768]``. Paper 000_47e4e363f2e3fb14.txt supp. §6.1: "the original video is first center cropped to a shorter
+fp16 ``[T, 768]``. Li et al., ECCV 2024, supp. §6.1: "the original video is first center cropped to a shorter
 side and then resized to 224 x 224 resolution ... we decode the video into 1fps and extract one visual feature (768-d)
 per second with OpenAI's ViT/L-14". No CLIP weights exist offline: a local path is required and nothing downloads; CI
 runs this path with a tiny random-initialised ``CLIPModel``. torch/transformers/open_clip are imported lazily.
@@ -142,7 +142,7 @@ class HFClipVisionEncoder:
 
 
 class OpenClipVisionEncoder:
-    """open_clip ``encode_image`` from a local checkpoint file (offline_models.md §9; never downloads).
+    """open_clip ``encode_image`` from a local checkpoint file (docs/getting-started.md; never downloads).
 
     OpenAI weights were trained with QuickGELU; open_clip switches it on only for the ``openai`` tag, so a local file
     of those weights needs ``quick_gelu=True`` (the default here).

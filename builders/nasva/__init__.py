@@ -1,4 +1,4 @@
-"""The reference NaSVA grounding model (specs/nasva.md; paper 000 §3.2-3.3): model, loss, data, trainer, inference and
+"""The reference NaSVA grounding model (docs/evaluation.md; Li et al., ECCV 2024, §3.2-3.3): model, loss, data, trainer, inference and
 a synthetic benchmark.
 
     python -m builders.nasva.train --features DIR --labels FILE --out CKPT_DIR

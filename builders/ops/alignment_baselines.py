@@ -1,7 +1,7 @@
-"""Baselines of MARC's pairwise alignment evaluation (paper 002 §4.2; ``specs/marc.md`` §8.2).
+"""Baselines of MARC's pairwise alignment evaluation (Lin et al., ACL 2020, §4.2; docs/corpora/marc.md).
 
 Each baseline maps every source instruction of a recipe pair to one target instruction. Lexical baselines work on
-the tokens of marc.md §3.7 (NFKC-casefolded ``\\w+`` minus stop words) *without* the vocabulary cut-off; every
+the tokens of docs/corpora/marc.md (NFKC-casefolded ``\\w+`` minus stop words) *without* the vocabulary cut-off; every
 argmax breaks ties towards the lowest target index (so an all-zero row maps to target 0).
 
 - random: a uniform target per source instruction (the protocol averages the scores of seeds 0-9);
@@ -55,7 +55,7 @@ def random_alignment(M: int, N: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def uniform_alignment(M: int, N: int) -> np.ndarray:
-    """Source i (0-based) of M -> target ``floor(i·N/M)`` (paper 002 §4.2; marc.md §8.2 reading)."""
+    """Source i (0-based) of M -> target ``floor(i·N/M)`` (Lin et al., ACL 2020, §4.2; docs/corpora/marc.md reading)."""
     if N <= 0:
         return np.full(M, -1, dtype=np.int64)
     return (np.arange(M, dtype=np.int64) * N) // max(M, 1)
@@ -77,7 +77,7 @@ def _count_matrices(source: Recipe, target: Recipe) -> tuple[np.ndarray, np.ndar
 
 
 def exact_match_scores(source: Recipe, target: Recipe) -> np.ndarray:
-    """``|types(f_m) ∩ types(e_n)| / max(|types(f_m)|, |types(e_n)|)`` (0 when both are empty), marc.md §8.2."""
+    """``|types(f_m) ∩ types(e_n)| / max(|types(f_m)|, |types(e_n)|)`` (0 when both are empty), docs/corpora/marc.md."""
     A, B, _ = _count_matrices(source, target)
     A, B = (A > 0).astype(float), (B > 0).astype(float)
     common = A @ B.T
@@ -111,7 +111,7 @@ def tfidf_scores(source: Recipe, target: Recipe, idf: Mapping[str, float], unsee
 
 
 def bm25_scores(source: Recipe, target: Recipe, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
-    """BM25 of every source instruction (query) against the target recipe's instructions (corpus), marc.md §8.2.
+    """BM25 of every source instruction (query) against the target recipe's instructions (corpus), docs/corpora/marc.md.
 
     ``score(q, d) = Σ_{t in q} idf(t) · tf(t, d)·(k1 + 1) / (tf(t, d) + k1·(1 - b + b·|d| / avgdl))`` over the query's
     token occurrences, ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` with N = number of target instructions.

@@ -1,6 +1,6 @@
-"""Products of the pairwise posteriors: paraphrases and single-step -> multi-step breakdowns (paper 002 §5.2, §5.3).
+"""Products of the pairwise posteriors: paraphrases and single-step -> multi-step breakdowns (Lin et al., ACL 2020, §5.2, §5.3).
 
-Spec: ``specs/marc.md`` §3.9 and §3.10.
+Documented in docs/corpora/marc.md ("Pipeline", steps 8-9).
 
 - Paraphrases: every directed alignment (source instruction -> its argmax target) with posterior
   γ > ``paraphrase_threshold`` (0.5) is a paraphrase pair; an instruction pair found in both directions of a recipe
@@ -59,7 +59,7 @@ def paraphrases(a_to_b_target: Sequence[int] | np.ndarray, a_to_b_prob: Sequence
                 b_to_a_target: Sequence[int] | np.ndarray | None = None,
                 b_to_a_prob: Sequence[float] | np.ndarray | None = None,
                 threshold: float = 0.5) -> list[Paraphrase]:
-    """Paraphrase rows of one recipe pair (marc.md §3.9), sorted by (a_index, b_index).
+    """Paraphrase rows of one recipe pair (docs/corpora/marc.md), sorted by (a_index, b_index).
 
     ``a_to_b_*``: for each instruction of a, its argmax instruction in b and the posterior; ``b_to_a_*`` the other
     direction (optional). Alignments with probability > ``threshold`` are kept; found in both directions -> one row.
@@ -83,7 +83,7 @@ def paraphrases(a_to_b_target: Sequence[int] | np.ndarray, a_to_b_prob: Sequence
 
 def multi_step_breakdowns(target: Sequence[int] | np.ndarray, prob: Sequence[float] | np.ndarray,
                           threshold: float = 0.9, min_steps: int = 2) -> list[Breakdown]:
-    """Single -> multi-step rows of one direction of a text-text pair (marc.md §3.10), sorted by ``single_index``.
+    """Single -> multi-step rows of one direction of a text-text pair (docs/corpora/marc.md), sorted by ``single_index``.
 
     M_n = source instructions m (in order) with ``target[m] == n`` and ``prob[m] > threshold``; a row per n with
     |M_n| >= ``min_steps``.

@@ -1,5 +1,5 @@
 """Chat/content sentence labels and features of the MARC video side, as pure functions
-(``../shared/specs/marc.md`` §3.5; paper ``../shared/papers/002_dcd14287402b909e.txt`` A.1.3).
+(docs/corpora/marc.md; Lin et al., ACL 2020, A.1.3).
 
 A transcript sentence of a YouCook2 video is **content** iff at least half of its duration lies inside the union of
 the video's annotated segments (a zero-length sentence: its midpoint inside), else **chat**. The classifier is

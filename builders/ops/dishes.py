@@ -1,5 +1,5 @@
 """Recipe filters, dishes, splits and ingredient overlap of the MARC corpus, as pure functions
-(``../shared/specs/marc.md`` §3.3-§3.6; paper ``../shared/papers/002_dcd14287402b909e.txt`` §2, A.1)."""
+(docs/corpora/marc.md; Lin et al., ACL 2020, §2, A.1)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Pairwise instruction alignment: an HMM whose emissions are IBM Model 1 probabilities (MARC, paper 002 §3.1).
+"""Pairwise instruction alignment: an HMM whose emissions are IBM Model 1 probabilities (MARC, Lin et al., ACL 2020, §3.1).
 
-Paper: Lin et al., ACL 2020, ``../shared/papers/002_dcd14287402b909e.txt`` §3.1 (Eq. 1), A.2 (vocabulary cut-offs,
-EM schedule); spec: ``specs/marc.md`` §3.7 (the model), §9 (vectorisation, NLTK cross-check), §8.4 (fixture protocol).
+Paper: Lin et al., ACL 2020, §3.1 (Eq. 1), A.2 (vocabulary cut-offs,
+EM schedule); docs/corpora/marc.md (the model, "Which aligner") and docs/evaluation.md (the ARA fixture protocol).
 
-Model (marc.md §3.7). A source recipe has instructions f^(1..M), a target recipe e^(1..N); the hidden state a_m is the
+Model (docs/corpora/marc.md). A source recipe has instructions f^(1..M), a target recipe e^(1..N); the hidden state a_m is the
 target instruction that generates source instruction m.
 
 - Emission, Eq. 1 with the inner bound read as I: ``P(f^(m) | e^(n)) = 1 / I^J · Π_j Σ_i t(f_j | e_i)``
@@ -19,7 +19,7 @@ target instruction that generates source instruction m.
   w = 2; jumps entering the window start at the smallest current p, then p is renormalised.
 - Tokens: NFKC-casefolded ``\\w+`` minus spaCy's ``STOP_WORDS``; words below the vocabulary cut-off are removed.
 
-Vectorisation (marc.md §9). Distinct recipes are encoded once; each instruction is read as its distinct words with
+Vectorisation (docs/corpora/marc.md). Distinct recipes are encoded once; each instruction is read as its distinct words with
 multiplicities. Every (distinct source word of an instruction, distinct target word of an instruction) pair of every
 recipe pair is an *entry*, packed once into flat arrays in chunks that bound memory; t lives on the sorted keys
 ``f·|V| + e`` of the co-occurring word pairs and each entry holds its slot (``np.searchsorted`` on sorted queries).
@@ -28,7 +28,7 @@ One EM iteration per chunk is: gather t, ``np.add.reduceat`` per (source word, t
 a ``np.bincount`` scatter of the expected counts into the slots (segments laid out by source word, so the gathers and
 scatters walk t nearly in order). No Python loop runs over words; loops run over chunks, buckets and source positions.
 
-State (a global stage's artefact folder, ARCHITECTURE.md "Global stages"): :meth:`HmmIbm1.to_state` gives the fitted
+State (a global stage's artefact folder, docs/architecture.md, "Caching and resume"): :meth:`HmmIbm1.to_state` gives the fitted
 model as plain numeric arrays + JSON-serialisable metadata (no pickles, no file I/O here); :meth:`HmmIbm1.from_state`
 rebuilds a model whose ``align()`` is bit-identical.
 
@@ -93,7 +93,7 @@ _STOP_WORDS: frozenset[str] | None = None
 
 
 def stop_words() -> frozenset[str]:
-    """spaCy's English stop words (marc.md §5: the offline stand-in for the paper's unnamed stop list), loaded once."""
+    """spaCy's English stop words (docs/corpora/marc.md: the offline stand-in for the paper's unnamed stop list), loaded once."""
     global _STOP_WORDS
     if _STOP_WORDS is None:
         _STOP_WORDS = _load_stop_words()
@@ -107,7 +107,7 @@ def __getattr__(name: str) -> Any:  # ``STOP_WORDS`` is loaded on first use, so 
 
 
 def tokenize(text: str, stop: frozenset[str] | set[str] | None = None) -> list[str]:
-    """Tokens of marc.md §3.7: NFKC, casefold, ``\\w+``, stop words removed (``"Preheat the oven!"`` -> preheat, oven).
+    """Tokens of docs/corpora/marc.md: NFKC, casefold, ``\\w+``, stop words removed (``"Preheat the oven!"`` -> preheat, oven).
 
     ``stop`` defaults to spaCy's ``STOP_WORDS``.
     """
@@ -139,7 +139,7 @@ def build_vocabulary(recipes: Iterable[Recipe], min_count: int = 1) -> dict[str,
 
 @dataclass(frozen=True)
 class HmmIbm1Config:
-    """Settings of the HMM+IBM1 aligner; defaults are the paper's text-text model (paper 002 A.2, marc.md §3.7).
+    """Settings of the HMM+IBM1 aligner; defaults are the paper's text-text model (Lin et al., ACL 2020, A.2, docs/corpora/marc.md).
 
     ``schedule``: ``((window, iterations), ...)`` run in order (paper: 3 iterations with w = 1, then 2 with w = 2).
     ``min_count``: vocabulary cut-off (5 text, 15 video). ``identity_prior``: κ of the initial table
@@ -188,13 +188,13 @@ class HmmIbm1Config:
 
     @classmethod
     def ibm1(cls, iterations: int = 5, **overrides: Any) -> HmmIbm1Config:
-        """IBM Model 1 on whole recipes with a NULL word (NLTK's IBMModel1 setting, marc.md §9)."""
+        """IBM Model 1 on whole recipes with a NULL word (NLTK's IBMModel1 setting, docs/corpora/marc.md)."""
         base = cls(schedule=((0, iterations),), min_count=1, null_word=True, hmm=False)
         return replace(base, **overrides)
 
     @classmethod
     def best(cls, **overrides: Any) -> HmmIbm1Config:
-        """The configuration that aligns best on the real ARA recipes (marc.md §8.4); chosen in BEST_NOTE."""
+        """The configuration that aligns best on the real ARA recipes (docs/corpora/marc.md); chosen in BEST_NOTE."""
         base = cls(**BEST_SETTINGS)
         return replace(base, **overrides)
 
@@ -208,10 +208,10 @@ class HmmIbm1Config:
 BEST_SETTINGS: dict[str, Any] = {
     "schedule": ((5, 5),),  # the paper's 5 EM iterations, all at its widest useful window ±5 (no w=1 warm start)
     "min_count": 1,  # the cut-off scaled to corpus size: 5 per ~390K instructions is < 1 per 631
-    "identity_prior": 100.0,  # κ of marc.md §3.7 (the spec's value) ...
+    "identity_prior": 100.0,  # κ of docs/corpora/marc.md (the spec's value) ...
     "identity_map": True,  # ... kept as a Dirichlet prior in every M-step (MAP-EM), so no early stopping is needed
 }
-BEST_NOTE = """How the best preset was found (marc.md §8.4 fixture, 60 gold pairs, primary F1 = none=ignore_gold).
+BEST_NOTE = """How the best preset was found (docs/corpora/marc.md fixture, 60 gold pairs, primary F1 = none=ignore_gold).
 
 Diagnosis of the paper configuration (15.6 F1): from a uniform table, 660 pairs cannot identify IBM1 (the spec's
 κ = 0 collapse; learned p(0) = 0.71). With κ = 30 the learned table alone (each source instruction decoded on its own)
@@ -231,7 +231,7 @@ Overfitting check: a grid of 560 variants (window 2-8, iterations 3-10, κ 10-30
 NULL, smoothing) is flat around 63-66 once w >= 3 and κ >= 30. Selecting the grid's best on 5 dishes and scoring the
 held-out dish (leave-one-dish-out) gives 62.5-65.0, so a grid-picked configuration is worth ~63-65 on new dishes;
 the preset was not the grid's argmax (66.1). Stemming (Porter) and symmetrised posteriors changed F1 by < 1.5 and
-were left out (the decision rule stays argmax γ, marc.md §3.7).
+were left out (the decision rule stays argmax γ, docs/corpora/marc.md).
 """
 
 
@@ -327,7 +327,7 @@ class _Bucket:
 
 @dataclass
 class _Packed:
-    """Recipe pairs as flat integer arrays (marc.md §9)."""
+    """Recipe pairs as flat integer arrays (docs/corpora/marc.md)."""
 
     recipes: _Recipes
     src_r: np.ndarray  # (P,) source recipe of each pair
@@ -348,7 +348,7 @@ class _Packed:
 
 @dataclass
 class PairAlignment:
-    """Posteriors of one directed pair (marc.md §3.7): γ and, per source instruction, argmax / probability / top-k."""
+    """Posteriors of one directed pair (docs/corpora/marc.md): γ and, per source instruction, argmax / probability / top-k."""
 
     gamma: np.ndarray  # (M, N)
     target_index: np.ndarray  # (M,) argmax γ, lowest index on ties
@@ -358,7 +358,7 @@ class PairAlignment:
     log_likelihood: float = float("nan")
 
     def rows(self) -> list[dict[str, Any]]:
-        """The ``ALIGN`` feature of marc.md §4: one dict per source instruction."""
+        """The ``ALIGN`` feature of docs/corpora/marc.md: one dict per source instruction."""
         return [{"target_index": int(self.target_index[m]), "probability": float(self.probability[m]),
                  "top_indices": [int(x) for x in self.top_indices[m]],
                  "top_probabilities": [float(x) for x in self.top_probabilities[m]]}
@@ -448,13 +448,13 @@ def _searchsorted_slots(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 class HmmIbm1:
-    """The HMM+IBM1 pairwise aligner (paper 002 §3.1, A.2; marc.md §3.7, §9).
+    """The HMM+IBM1 pairwise aligner (Lin et al., ACL 2020, §3.1, A.2; docs/corpora/marc.md).
 
     >>> model = HmmIbm1(HmmIbm1Config.paper(min_count=1)).fit(pairs)        # doctest: +SKIP
     >>> model.align(pairs)[0].target_index                                   # doctest: +SKIP
 
     ``pairs`` are ``(source, target)`` recipes, each a list of instructions given as token lists (see
-    :func:`tokenize_recipe`). Training on both directions of every pair is the caller's choice (marc.md §3.7 does).
+    :func:`tokenize_recipe`). Training on both directions of every pair is the caller's choice (docs/corpora/marc.md does).
     """
 
     def __init__(self, config: HmmIbm1Config | None = None) -> None:
@@ -477,7 +477,7 @@ class HmmIbm1:
 
     def fit(self, pairs: Sequence[tuple[Recipe, Recipe]], vocabulary: Mapping[str, int] | None = None,
             recipes: Iterable[Recipe] | None = None) -> HmmIbm1:
-        """Train by EM on ``pairs`` (marc.md §3.7 schedule).
+        """Train by EM on ``pairs`` (docs/corpora/marc.md schedule).
 
         The vocabulary is ``vocabulary`` when given, else :func:`build_vocabulary` with ``config.min_count`` over
         ``recipes`` (default: the distinct recipes of ``pairs``, each counted once).
@@ -739,7 +739,7 @@ class HmmIbm1:
     @staticmethod
     def _pair_keys(packed: _Packed, lo: int, hi: int, V: int) -> np.ndarray:
         """``f·V + e`` for every distinct source word × distinct target word of pairs lo..hi-1 (with repeats across
-        pairs): the co-occurring word pairs of marc.md §9."""
+        pairs): the co-occurring word pairs."""
         rt = packed.recipes
         sr, tr = packed.src_r[lo:hi], packed.tgt_r[lo:hi]
         pair_of, i = HmmIbm1._outer(packed, lo, hi, rt.r_off)
@@ -765,7 +765,7 @@ class HmmIbm1:
         return keys, rt.d_cnt[eidx], inner
 
     def _chunk(self, packed: _Packed, lo: int, hi: int, V: int) -> _Chunk:
-        """Slots and segments of pairs lo..hi-1 (marc.md §9: packed once, gathered every iteration).
+        """Slots and segments of pairs lo..hi-1 (docs/corpora/marc.md: packed once, gathered every iteration).
 
         A segment is (distinct source word of instruction m, non-empty target instruction n); its entries are the
         distinct words of n. Segments are laid out by source word: the slots of t(f|·) are contiguous in the sorted
@@ -947,7 +947,7 @@ class HmmIbm1:
         for c, (chunk, S) in enumerate(zip(packed.chunks, sums)):
             w_seg = gamma[chunk.cell_lo:chunk.cell_hi][chunk.seg_cell]
             w_seg /= S
-            if not cfg.nltk_compat:  # NLTK counts a word repeated k times in a sentence once (marc.md §9)
+            if not cfg.nltk_compat:  # NLTK counts a word repeated k times in a sentence once (docs/corpora/marc.md)
                 w_seg *= chunk.seg_mult
             weights = np.repeat(w_seg, chunk.seg_len)
             weights *= gathered[c] if gathered is not None else self._gather(chunk, self._buffer(packed, c, False))
@@ -1040,7 +1040,7 @@ def _lse(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def _fb_bucket(logE_flat: np.ndarray, bucket: _Bucket, d: np.ndarray, p: np.ndarray, logp: np.ndarray,
                want_xi: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Log-space forward-backward on the band for one padded batch (marc.md §3.7 transitions, uniform start)."""
+    """Log-space forward-backward on the band for one padded batch (docs/corpora/marc.md transitions, uniform start)."""
     idx = bucket.idx
     B, Mx, Nx = idx.shape
     K = d.size

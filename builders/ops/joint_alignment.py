@@ -1,6 +1,6 @@
-"""Dish-level joint alignment: maximum spanning forest and jointly-alignable instruction sets (paper 002 §3.2).
+"""Dish-level joint alignment: maximum spanning forest and jointly-alignable instruction sets (Lin et al., ACL 2020, §3.2).
 
-Spec: ``specs/marc.md`` §3.8. Nodes are all instructions of a dish's recipes (text and video). Every directed pairwise
+docs/corpora/marc.md Nodes are all instructions of a dish's recipes (text and video). Every directed pairwise
 alignment (a source instruction -> its argmax target) with posterior γ > ``edge_threshold`` (0.5, "greater than") is
 an edge; the undirected weight of {u, v} is the mean of the directed weights present (one or two). Kruskal's algorithm
 on descending weight, ties broken by (min id, max id), gives the maximum spanning forest. Jointly-alignable sets:

@@ -1,6 +1,6 @@
-"""ShowHowTo keyframe alignment: windows, candidates and the order-preserving DP (spec ``specs/showhowto.md`` §6-§7).
+"""ShowHowTo keyframe alignment: windows, candidates and the order-preserving DP (docs/corpora/showhowto.md).
 
-Paper: ``../shared/papers/003_f1dc141f83af610b.txt`` Sec. 3 "Cross-modal frame alignment" and App. A ("We formulate this as
+Paper: Souček et al., CVPR 2025 Sec. 3 "Cross-modal frame alignment" and App. A ("We formulate this as
 a dynamic programming problem to find optimal frame-text pairs while preserving temporal order and maximizing
 alignment scores"; ε = 15 s) [paper]. The recurrence, the tie rule, the 5-fps grid, the middle-frame fallback and the
 ``start_sec``/``frame_idx`` re-extraction pair are [toolkit] (the upstream frame-selection code is not released).
@@ -34,7 +34,7 @@ __all__ = [
     "union_frames",
 ]
 
-EPSILON_SEC = 15.0  # window expansion ε (paper 003 Sec. 3 and App. A; spec §6)
+EPSILON_SEC = 15.0  # window expansion ε (Souček et al., CVPR 2025, Sec. 3 and App. A; spec §6)
 FPS = 5.0  # frame grid of the release (spec §6 [toolkit, matches the release])
 MASK_TOL = 1e-6  # candidate rule a_k − 1e-6 ≤ g/fps ≤ b_k + 1e-6 (spec §6)
 _NEG_INF = np.array([-np.inf])
@@ -88,7 +88,7 @@ def union_frames(mask: np.ndarray) -> np.ndarray:
 
 def middle_scores(starts, ends, n_frames: int, fps: float = FPS) -> np.ndarray:
     """Middle-frame fallback scores ``S[k, g] = −|g − fps·(s_k+e_k)/2|`` (float64 ``[K, n_frames]``; spec §6
-    "Fallback without CLIP weights" [toolkit], HowToStep-style middle frame of paper 003 Table 3)."""
+    "Fallback without CLIP weights" [toolkit], HowToStep-style middle frame of Souček et al., CVPR 2025, Table 3)."""
     s, e = _vec(starts, "starts"), _vec(ends, "ends")
     if s.shape != e.shape:
         raise ValueError(f"starts {s.shape} and ends {e.shape} differ")

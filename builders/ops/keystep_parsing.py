@@ -1,7 +1,7 @@
 """ShowHowTo LLM text in and out: transcript rendering, the Yes/No filter parser, key-step JSON parsing and validation
-(spec ``specs/showhowto.md`` §5, reason codes §10).
+(docs/corpora/showhowto.md, reason codes §10).
 
-Paper: ``../shared/papers/003_f1dc141f83af610b.txt`` Sec. 3 ("Filtering of irrelevant videos", "Extracting key steps")
+Paper: Souček et al., CVPR 2025 Sec. 3 ("Filtering of irrelevant videos", "Extracting key steps")
 and App. A / Fig. 19-20 (the two prompts; videos with "incomplete descriptions" are dropped) [paper]. The transcript
 renderings follow the upstream prompt file [code]; the Yes/No parser, the robust JSON parser (fence handling, bracket
 matching, ``json_repair`` retry) and the validation tolerance are [toolkit].

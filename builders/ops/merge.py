@@ -1,8 +1,8 @@
-"""Merging of consecutive swapped segments that share a recipe step (paper 004 supplementary A.2, Fig. 9).
+"""Merging of consecutive swapped segments that share a recipe step (Batra et al., ECCV 2024, supplementary A.2, Fig. 9).
 
-Paper: ``../shared/papers/004_7a7f59c04c52b84c.txt`` supp. A.2: "we merge two consecutive segments shorter than
+Paper: Batra et al., ECCV 2024, supp. A.2: "we merge two consecutive segments shorter than
 8 seconds only when the time gap between them is less than 4 seconds"; the "same step" condition comes from
-supp. Fig. 9 (segments 7 and 8 -> step C). Spec: ``specs/sieve_swap.md`` §3.6.
+supp. Fig. 9 (segments 7 and 8 -> step C). docs/corpora/sieve_swap.md.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _merge_group(group: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def merge_segments(kept: Sequence[Mapping[str, Any]], discarded_asr_indices: Iterable[int] = (),
                    max_dur_s: float = 8.0, max_gap_s: float = 4.0) -> list[dict[str, Any]]:
-    """Merge consecutive kept (swapped) segments of one video (paper 004 supp. A.2; spec §3.6).
+    """Merge consecutive kept (swapped) segments of one video (Batra et al., ECCV 2024, supp. A.2; spec §3.6).
 
     ``kept``: the segments kept by the swap, dicts with ``start, end, text, recipe_id, step_index, similarity,
     candidates, asr_text, asr_index`` (``asr_index`` = position of the segment in the video's cleaned, time-sorted

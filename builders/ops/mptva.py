@@ -1,6 +1,6 @@
-"""MPTVA pseudo-labelling: fusion of three step→video alignment pathways (spec ``specs/howtostep.md`` §4).
+"""MPTVA pseudo-labelling: fusion of three step→video alignment pathways (docs/corpora/howtostep.md).
 
-Paper: ``../shared/papers/001_e771ed41550f58e8.txt`` (Chen et al., ECCV 2024) §3.2.2 "Multi-Pathway Text-Video
+Paper: Chen et al., ECCV 2024, §3.2.2 "Multi-Pathway Text-Video
 Alignment": A_SN = Softmax(E_t(S)·E_t(N)ᵀ/τ) (Eq. 4, L2-normalised embeddings), A_SNV = A_SN·Y_NV; A_mult =
 mean-pooling of A_SNV, A_SV^long, A_SV^short; the pseudo-label of step i is the best segment k and every segment with
 |j − k| ≤ W; steps whose highest A_mult score falls below γ are excluded. §4.2: τ = 0.07. §4.3.3 / Table 3:
@@ -31,9 +31,9 @@ __all__ = [
     "snv_matrix",
 ]
 
-TAU = 0.07  # softmax temperature of A_SN (paper 001 §4.2; spec §4)
-WINDOW_W = 2  # |t − k*| ≤ W positive frames (paper 001 Table 3 best; spec §4)
-GAMMA = 0.65  # keep threshold on A_mult[i, k*] (paper 001 Table 3 best; spec §4)
+TAU = 0.07  # softmax temperature of A_SN (Chen et al., ECCV 2024, §4.2; spec §4)
+WINDOW_W = 2  # |t − k*| ≤ W positive frames (Chen et al., ECCV 2024, Table 3 best; spec §4)
+GAMMA = 0.65  # keep threshold on A_mult[i, k*] (Chen et al., ECCV 2024, Table 3 best; spec §4)
 KEEP_RATIO = 0.15  # share kept by gamma_mode="keep_ratio" (the paper's ≈15 % at γ = 0.65; spec §4 toolkit addition)
 PATHWAYS = ("snv", "long", "short")
 GAMMA_MODES = ("absolute", "keep_ratio")
@@ -55,7 +55,7 @@ class MPTVA:
 
 
 def snv_matrix(step_emb: np.ndarray, narr_emb: np.ndarray, Y_NV: np.ndarray, tau: float = TAU) -> np.ndarray:
-    """A_SNV = softmax_n(Ê(S)·Ê(N)ᵀ/τ)·Y_NV (paper 001 Eq. 4-5; spec §4), embeddings L2-normalised here.
+    """A_SNV = softmax_n(Ê(S)·Ê(N)ᵀ/τ)·Y_NV (Chen et al., ECCV 2024, Eq. 4-5; spec §4), embeddings L2-normalised here.
     Returns float32 [L, T]; with no narrations every row is 0."""
     S = np.asarray(step_emb, dtype=np.float32)
     N = np.asarray(narr_emb, dtype=np.float32)
@@ -99,7 +99,7 @@ def mptva_fuse(
     keep_ratio: float = KEEP_RATIO,
     allow_missing: bool = False,
 ) -> MPTVA:
-    """Fuse the pathways and label every step (spec §4; paper 001 §3.2.2).
+    """Fuse the pathways and label every step (spec §4; Chen et al., ECCV 2024, §3.2.2).
 
     A_mult = plain mean of the available pathways [L, T] (no rescaling: A_SNV ∈ [0,1], cosines ∈ [−1,1]); k* =
     first argmax per row; start = max(0, k*−W), end = min(T−1, k*+W); score = A_mult[i, k*]. ``gamma_mode``:

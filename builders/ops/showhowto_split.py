@@ -1,6 +1,6 @@
-"""The ShowHowTo test split (spec ``specs/showhowto.md`` §8 "Split").
+"""The ShowHowTo test split (docs/corpora/showhowto.md "Split").
 
-Paper: ``../shared/papers/003_f1dc141f83af610b.txt`` Sec. 5.1 "Dataset": "3,964 sequences from 200 tasks covering the
+Paper: Souček et al., CVPR 2025 Sec. 5.1 "Dataset": "3,964 sequences from 200 tasks covering the
 distribution over task categories in the full dataset ... we prioritize samples with high DFN-CLIP alignment scores"
 [paper]. The algorithm below is [toolkit] (the authors' is not released); pure stdlib, deterministic for a seed.
 
@@ -20,8 +20,8 @@ from typing import Any
 __all__ = ["MIN_TASK_SEQS", "TEST_SIZE", "TEST_TASKS", "SplitPlan", "allocate_slots", "choose_test_split",
            "plan_test_split"]
 
-TEST_TASKS = 200  # paper 003 Sec. 5.1
-TEST_SIZE = 3964  # paper 003 Sec. 5.1
+TEST_TASKS = 200  # Souček et al., CVPR 2025, Sec. 5.1
+TEST_SIZE = 3964  # Souček et al., CVPR 2025, Sec. 5.1
 MIN_TASK_SEQS = 20  # [toolkit] --min-task-seqs
 
 

@@ -1,13 +1,13 @@
 """The "Sieve" of Sieve & Swap: title matching (Eq. 5) and the content sieve (token-IoU / token-recall).
 
-Paper: ``../shared/papers/004_7a7f59c04c52b84c.txt`` §4.2 "Sieving Videos" (Eq. 5, λ_iou = 0.1, λ_recall = 0.3,
-validation iff IoU ≥ 0.2); spec: ``specs/sieve_swap.md`` §3.3, §3.4 and §9 (inverted index with numpy posting
+Paper: Batra et al., ECCV 2024, §4.2 "Sieving Videos" (Eq. 5, λ_iou = 0.1, λ_recall = 0.3,
+validation iff IoU ≥ 0.2); docs/corpora/sieve_swap.md (inverted index with numpy posting
 arrays; CSR binary matrices over the lemma vocabulary, union = |A| + |B| − ∩).
 
 Everything here is pure: lemmas arrive as strings (from ``content_lemmas`` elsewhere), are mapped to int ids by
 :class:`LemmaVocab`, and all per-video work is a handful of vectorised numpy calls.
 
-State: the recipe lemma index is built once by a global stage and loaded by path in every worker (ARCHITECTURE.md
+State: the recipe lemma index is built once by a global stage and loaded by path in every worker (docs/architecture.md
 "Global stages"). Each of :class:`LemmaVocab`, :class:`TitleIndex` and :class:`BodyMatrix` has ``to_state()``
 (plain numeric arrays + JSON-serialisable metadata; no object arrays, so ``np.load(allow_pickle=False)`` works) and
 ``from_state(arrays, meta)``, which restores the built arrays as they are (no rebuild), so ``candidates()`` and
@@ -43,7 +43,7 @@ def _check_format(meta: Mapping[str, Any], expected: str) -> None:
 
 
 def token_iou_recall(a: set, b: set) -> tuple[float, float]:
-    """Token-IoU and token-recall of a transcript set ``a`` and a recipe set ``b`` (paper 004 §4.2; spec §3.4).
+    """Token-IoU and token-recall of a transcript set ``a`` and a recipe set ``b`` (Batra et al., ECCV 2024, §4.2; spec §3.4).
 
     ``iou = |A∩B| / |A∪B|``, ``recall = |A∩B| / |B|`` (recall of the recipe's content words in the transcript);
     each is 0.0 when its denominator is 0. Reference (set-based) implementation of :meth:`BodyMatrix.scores`.
@@ -259,7 +259,7 @@ class TitleIndex:
 
     def candidates(self, video_lemma_ids: np.ndarray, mode: TitleMatch = "any", min_shared: int = 1,
                    max_candidates: int | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Candidate recipe rows of one video title (paper 004 Eq. 5; spec §3.3 ``title_match``).
+        """Candidate recipe rows of one video title (Batra et al., ECCV 2024, Eq. 5; spec §3.3 ``title_match``).
 
         ``mode="any"`` (literal Eq. 5): ``|T_v ∩ T_r| ≥ min_shared``. ``mode="recipe_subset"``: ``T_r ⊆ T_v`` and
         ``T_r`` non-empty (``min_shared`` must hold too; with the default 1 that adds nothing). Lemma ids of the
@@ -362,7 +362,7 @@ class BodyMatrix:
 
     def scores(self, rows: np.ndarray, video_lemma_ids: np.ndarray,
                video_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Token-IoU and token-recall of one transcript against recipe ``rows`` (paper 004 §4.2; spec §3.4, §9).
+        """Token-IoU and token-recall of one transcript against recipe ``rows`` (Batra et al., ECCV 2024, §4.2; spec §3.4, §9).
 
         A = the video's lemma ids (deduplicated; ``|A|`` = their count unless ``video_size`` is given, e.g. when
         lemmas unknown to the vocabulary were dropped), B = row's lemmas. All intersections at once: the candidate
@@ -397,12 +397,12 @@ class BodyMatrix:
 
 def content_sieve(iou: np.ndarray, recall: np.ndarray, iou_threshold: float = 0.1,
                   recall_threshold: float = 0.3) -> np.ndarray:
-    """Keep mask of (video, recipe) pairs: ``iou ≥ λ_iou`` and ``recall ≥ λ_recall`` (paper 004 §4.2: λ_iou = 0.1,
+    """Keep mask of (video, recipe) pairs: ``iou ≥ λ_iou`` and ``recall ≥ λ_recall`` (Batra et al., ECCV 2024, §4.2: λ_iou = 0.1,
     λ_recall = 0.3; spec §3.4). Both bounds inclusive."""
     return (np.asarray(iou) >= iou_threshold) & (np.asarray(recall) >= recall_threshold)
 
 
 def split_for(max_token_iou: float, val_iou_threshold: float = 0.2) -> str:
-    """``"validation"`` iff the video's max token-IoU over its kept pairs is ≥ 0.2, else ``"train"`` (paper 004
+    """``"validation"`` iff the video's max token-IoU over its kept pairs is ≥ 0.2, else ``"train"`` (Batra et al., ECCV 2024
     §4.2: validation ≈3K videos with IoU ≥ 0.2, train ≈48K with 0.1 ≤ IoU < 0.2; spec §3.4)."""
     return "validation" if max_token_iou >= val_iou_threshold else "train"

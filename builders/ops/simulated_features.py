@@ -1,4 +1,4 @@
-"""Simulated per-second visual features and the matching short-term text tower (spec ``specs/howtostep.md`` §6).
+"""Simulated per-second visual features and the matching short-term text tower (docs/corpora/howtostep.md).
 
 ``visual_features=simulated`` (bundled sample, tests; provenance ``visual_features="simulated"``): frame
 t = L2norm(P·ē_t + 0.5·ε_t), where ē_t is the mean of the L2-normalised text embeddings of the narrations active at

@@ -1,7 +1,7 @@
-"""Parsing LLM output into procedural steps, and narration chunking (``../shared/specs/howtostep.md`` §3.3, §3.6).
+"""Parsing LLM output into procedural steps, and narration chunking (docs/corpora/howtostep.md).
 
 Pure functions (``re`` + stdlib). The LLM rewrites each ~10-sentence narration chunk into numbered key steps
-(paper ``../shared/papers/000_47e4e363f2e3fb14.txt`` §3.1 and Table 6); :func:`parse_steps` turns its raw text into the
+(Li et al., ECCV 2024, §3.1 and Table 6); :func:`parse_steps` turns its raw text into the
 kept steps plus ``(text, reason)`` for every dropped item:
 
 1. newlines normalised; markdown emphasis (``**``, ``__``, backticks) and header marks (``#`` at a line start) removed;

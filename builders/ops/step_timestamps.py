@@ -1,6 +1,6 @@
-"""HowToStep's two-stage grounding of LLM steps, as pure vectorised numpy (spec ``specs/howtostep.md`` §3.7-§3.9).
+"""HowToStep's two-stage grounding of LLM steps, as pure vectorised numpy (docs/corpora/howtostep.md).
 
-Paper: ``../shared/papers/000_47e4e363f2e3fb14.txt`` §3.1 "Estimating Timestamp For Procedural Steps" (Stage 1:
+Paper: Li et al., ECCV 2024, §3.1 "Estimating Timestamp For Procedural Steps" (Stage 1:
 T_SN = softmax(g(S)·g(N)ᵀ/ν), Y_SV = T_SN·Y_NV, centre = argmax, grow while ≥ ζ·centre score, drop below ε1),
 §3.3 "Updating the Timestamps" (Stage 2: start = argmax of A, constant duration Δ, drop below ε2), supplementary
 Table 8 (anchor/Δ ablation) and Table 9 (rounds). Hyper-parameters ζ = 0.7, ε1 = 0.20, ε2 = 0.8 are the paper's
@@ -41,10 +41,10 @@ __all__ = [
 ]
 
 NU = 0.07  # Stage-1 temperature: not given by the paper; MPTVA's τ (spec §3.7, §9.2)
-ZETA = 0.7  # window growth ratio (paper 000 §3.1; spec §9.1)
-EPS1 = 0.20  # Stage-1 keep threshold (paper 000 Table 3 best; spec §3.7)
-EPS2 = 0.8  # Stage-2 keep threshold on the raw cosine (paper 000 Table 3/8; spec §3.8, §9.3)
-DELTA_SEC = 8.0  # Stage-2 constant duration (paper 000 Table 8 best; spec §3.8)
+ZETA = 0.7  # window growth ratio (Li et al., ECCV 2024, §3.1; spec §9.1)
+EPS1 = 0.20  # Stage-1 keep threshold (Li et al., ECCV 2024, Table 3 best; spec §3.7)
+EPS2 = 0.8  # Stage-2 keep threshold on the raw cosine (Li et al., ECCV 2024, Table 3/8; spec §3.8, §9.3)
+DELTA_SEC = 8.0  # Stage-2 constant duration (Li et al., ECCV 2024, Table 8 best; spec §3.8)
 STEP_VIDEO_TEMPERATURE = 0.01  # stage1_method=step_video (spec §3.7, released code's similarity baseline)
 
 ANCHORS = ("start", "centre", "grown")
@@ -76,7 +76,7 @@ class Stage2:
 
 
 class RoundSettings(NamedTuple):
-    """Per-round labelling settings (spec §3.9, paper 000 Table 9): threshold, anchor, Δ (None = no fixed Δ)."""
+    """Per-round labelling settings (spec §3.9, Li et al., ECCV 2024, Table 9): threshold, anchor, Δ (None = no fixed Δ)."""
 
     eps: float
     anchor: str
@@ -273,7 +273,7 @@ def stage1_timestamps(
     zeta: float = ZETA,
     eps1: float = EPS1,
 ) -> Stage1:
-    """Stage 1, step→narration→time (spec §3.7; paper 000 §3.1): T_SN = softmax_n(ĝ(S)·ĝ(N)ᵀ/ν) with the
+    """Stage 1, step→narration→time (spec §3.7; Li et al., ECCV 2024, §3.1): T_SN = softmax_n(ĝ(S)·ĝ(N)ᵀ/ν) with the
     embeddings L2-normalised here, Y_SV = T_SN·Y_NV, centre = first argmax, window grown with ζ, keep iff
     score ≥ ε1. Computes in float32 (embeddings as given by the text encoder)."""
     T = _check_T(T)
@@ -303,7 +303,7 @@ def stage1_step_video(
     zeta: float = ZETA,
     eps1: float = EPS1,
 ) -> Stage1:
-    """``stage1_method=step_video`` (spec §3.7; paper 000 Table 3 "Step-Video"): Y_SV = softmax_t(cos(text,
+    """``stage1_method=step_video`` (spec §3.7; Li et al., ECCV 2024, Table 3 "Step-Video"): Y_SV = softmax_t(cos(text,
     frame)/0.01) with a text tower paired to the visual features [T, C]; same centre/ζ/ε1 rules."""
     X = _as_2d(text_emb, "text_emb", np.float32)
     V = _as_2d(frame_emb, "frame_emb", np.float32)

@@ -1,7 +1,7 @@
 """Text normalisation for Sieve & Swap: transcript cleaning.
 
-Paper: ``../shared/papers/004_7a7f59c04c52b84c.txt`` (Batra et al., ECCV 2024), §4.2; spec: ``specs/sieve_swap.md``
-§3.0 (``clean``). Pure functions, no model, no I/O. The PTB tokeniser of the YouCook2-format export (spec §4) lives
+Paper: Batra et al., ECCV 2024, §4.2; docs/corpora/sieve_swap.md (``clean``). Pure functions, no model, no I/O.
+The PTB tokeniser of the YouCook2-format export (spec §4) lives
 in ``loading_scripts.ptb``, beside its only user ``loading_scripts.sieve_swap.to_yc2_format`` (loading_scripts
 import no builders).
 """
@@ -21,7 +21,7 @@ _WHITESPACE = re.compile(r"\s+")
 
 
 def clean(text: str) -> str:
-    """Normalise one ASR segment or recipe string (spec §3.0; paper 004 §4.2 works on "ASR transcripts").
+    """Normalise one ASR segment or recipe string (spec §3.0; Batra et al., ECCV 2024, §4.2 works on "ASR transcripts").
 
     NFKC; bracketed non-speech tags of at most 40 characters (``[Music]``) and ``>>`` speaker marks are replaced by
     a space (so ``"a[Music]b"`` -> ``"a b"``); runs of whitespace collapse to one space; the result is stripped.

@@ -1,4 +1,4 @@
-"""Transcript sentences with times for the MARC video recipes, as pure functions (``../shared/specs/marc.md`` §3.5).
+"""Transcript sentences with times for the MARC video recipes, as pure functions (docs/corpora/marc.md).
 
 - WhisperX words: joined with spaces, split into sentences, each timed by its first word's start and last word's
   end; missing word times are interpolated from the neighbouring timed words.

@@ -1,6 +1,6 @@
-"""Reader of the ARA corpus: CoNLL-U recipes and crowdsourced action alignments (``specs/marc.md`` §2.5, §8.4).
+"""Reader of the ARA corpus: CoNLL-U recipes and crowdsourced action alignments (docs/corpora/marc.md).
 
-ARA 1.1 (Donatelli et al., EMNLP 2021) holds real MARC text recipes (``../shared/data/marc_ara/<dish>/recipes/
+ARA 1.1 (Donatelli et al., EMNLP 2021) holds real MARC text recipes (fixture ``marc_ara/<dish>/recipes/
 <dish>_<k>.conllu``: CRLF, 10 tab-separated columns, no comments or blank lines, the whole recipe one token stream)
 and per dish ``alignments.tsv`` (CRLF, header ``file1 token1 file2 token2``; ``token1``/``token2`` = first token of a
 source / target action, ``token2 = 0`` = no counterpart).
@@ -8,7 +8,7 @@ source / target action, ``token2 = 0`` = no counterpart).
 This module:
 
 - parses both formats and validates them (a malformed file raises :class:`AraFormatError` naming file and line);
-- splits a token stream into *instructions* by the rule of ``marc.md`` §8.4 and maps every token to its
+- splits a token stream into *instructions* by the rule of docs/corpora/marc.md and maps every token to its
   instruction (:func:`split_instructions`);
 - turns a recipe into a text-recipe row of the ``marc`` builder (:func:`to_text_recipe`, extraction ``conllu``);
 - derives the sentence-level gold of one recipe pair from the action-level alignments (:func:`pair_gold`: majority
@@ -47,9 +47,9 @@ __all__ = [
     "to_text_recipe",
 ]
 
-#: gold label of a source instruction none of whose actions has a counterpart (``evaluation.md`` §5)
+#: gold label of a source instruction none of whose actions has a counterpart (docs/evaluation.md)
 NONE = -1
-#: tokens that always end an instruction (marc.md §8.4)
+#: tokens that always end an instruction (docs/corpora/marc.md)
 TERMINATORS = frozenset({".", "!", "?", "..."})
 #: closing tokens that join the instruction they directly follow
 CLOSERS = frozenset({")", "]", '"', "'"})
@@ -79,7 +79,7 @@ class AraToken:
 
 @dataclass
 class AraRecipe:
-    """A recipe file: its tokens and the instructions of marc.md §8.4.
+    """A recipe file: its tokens and the instructions of docs/corpora/marc.md.
 
     ``instructions[i]`` is the list of 0-based token positions of instruction ``i``; ``token_to_instruction[k]`` the
     instruction of the token with CoNLL-U index ``k + 1``.
@@ -121,7 +121,7 @@ class AlignmentRow:
 
 @dataclass
 class PairGold:
-    """Sentence-level gold of one ordered pair (source = ``file1``, target = ``file2``), marc.md §8.4.
+    """Sentence-level gold of one ordered pair (source = ``file1``, target = ``file2``), docs/corpora/marc.md.
 
     ``gold[m]`` = majority target instruction of source instruction ``m`` (NONE = -1); ``hits[m]`` = every target
     instruction hit by one of its actions (sorted; the lenient "any" accuracy counts a prediction in it).
@@ -204,7 +204,7 @@ def _lines(text: str) -> list[str]:
 
 
 def parse_conllu(text: str, name: str = "<string>") -> list[AraToken]:
-    """Tokens of one ARA CoNLL-U recipe (marc.md §2.5): 10 tab-separated columns, indices 1, 2, 3, ...
+    """Tokens of one ARA CoNLL-U recipe (docs/corpora/marc.md): 10 tab-separated columns, indices 1, 2, 3, ...
 
     Raises :class:`AraFormatError` on a wrong column count, a non-integer or out-of-sequence index, an empty form, a
     non-integer head or an unknown action tag. Blank lines and ``#`` comments (absent in ARA) are tolerated.
@@ -296,7 +296,7 @@ def _is_end(forms: Sequence[str], k: int) -> bool:
 
 
 def split_instructions(forms: Sequence[str]) -> tuple[list[list[int]], np.ndarray]:
-    """Split a recipe's token stream into instructions (marc.md §8.4); returns (positions per instruction, map).
+    """Split a recipe's token stream into instructions (docs/corpora/marc.md); returns (positions per instruction, map).
 
     A token ends an instruction if it is one of ``.``, ``!``, ``?``, ``...``, or has length >= 2, ends in ``.`` and the
     next token starts with an uppercase letter (``350 F.`` + ``Cooked`` splits; ``i.`` + ``e.`` and ``Drain.3`` do not).
@@ -377,7 +377,7 @@ def read_corpus(root: Path | str) -> AraCorpus:
 
 def pair_gold(source: AraRecipe, target: AraRecipe, rows: Iterable[AlignmentRow],
               on_bad_row: BadRowHandler | None = None) -> PairGold:
-    """Sentence-level gold of one pair from its action alignments (marc.md §8.4).
+    """Sentence-level gold of one pair from its action alignments (docs/corpora/marc.md).
 
     For each source instruction, collect the target instructions of its aligned actions (``token2 = 0`` ignored);
     the gold label is the most frequent one, ties going to the target aligned to the earliest source action (smallest
@@ -429,7 +429,7 @@ def pair_gold(source: AraRecipe, target: AraRecipe, rows: Iterable[AlignmentRow]
 
 
 def to_text_recipe(recipe: AraRecipe, source_path: str = "") -> dict[str, Any]:
-    """The recipe as a ``marc`` text-recipe row (marc.md §2.5: dish = folder, no ingredients, §8.4 instructions)."""
+    """The recipe as a ``marc`` text-recipe row (docs/corpora/marc.md: dish = folder, no ingredients, instructions as above)."""
     return {
         "recipe_id": f"t:{recipe.name}",
         "dish_id": recipe.dish,

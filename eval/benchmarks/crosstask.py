@@ -1,10 +1,10 @@
-"""CrossTask primary-task ground truth (``../shared/specs/evaluation.md`` §4(b)).
+"""CrossTask primary-task ground truth (docs/evaluation.md).
 
 Two layouts:
 
 - the record list ``[{video_uid, video_duration, task_id, task_name, task_steps[K], clips[].annotations[]
   .language_queries[{clip_start_sec, clip_end_sec, query, step (0-based)}]}]`` (the fixture
-  ``../shared/data/crosstask/crosstask_video_annotations.json``);
+  ``crosstask/crosstask_video_annotations.json`` of tests/fixtures.json);
 - the original release folder: ``tasks_primary.txt`` (blocks of task id, name, url, number of steps, comma-separated
   steps, blank line), ``videos.csv`` (``task_id,video_id,url``; ``videos_val.csv`` too when present) and
   ``annotations/<task>_<vid>.csv`` with lines ``step,start,end`` (step 1-based). The release has no video durations:

@@ -1,4 +1,4 @@
-"""Dense-captioning ground truth and predictions (``../shared/specs/evaluation.md`` §6(b), §7(b)).
+"""Dense-captioning ground truth and predictions (docs/evaluation.md).
 
 Ground truth, one or more reference files, each in one of:
 

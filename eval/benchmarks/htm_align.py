@@ -1,4 +1,4 @@
-"""HTM-Align ground truth and predictions (``../shared/specs/evaluation.md`` §1(b)).
+"""HTM-Align ground truth and predictions (docs/evaluation.md).
 
 Ground truth ``htm_align.json``: ``{vid: [[alignable 1/0, start_s, end_s, text], ...]}`` (not available offline).
 Predictions, per video (see :func:`eval.benchmarks.htstep.load_per_video_predictions` for the containers):

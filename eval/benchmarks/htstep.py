@@ -1,4 +1,4 @@
-"""HT-Step ground truth, taxonomy and predictions (``../shared/specs/evaluation.md`` §2(b), §3(b)), and the per-video
+"""HT-Step ground truth, taxonomy and predictions (docs/evaluation.md), and the per-video
 prediction loading shared by the grounding protocols (§1(b), §2(b), §4(b)).
 
 Ground truth of step grounding (R@1): the list of records ``{video_uid, video_duration, activity, variation,
@@ -167,7 +167,7 @@ def as_times(value: Any, where: str) -> np.ndarray | None:
 
 @dataclass(frozen=True)
 class StepVideo:
-    """One video of a step-grounding benchmark (evaluation.md §2(b), §4(b)).
+    """One video of a step-grounding benchmark (docs/evaluation.md).
 
     ``steps`` are the K candidate step texts in column order; per GT segment: ``cols`` (its column), ``step_ids`` (the
     global step index for HT-Step, the column for CrossTask), ``starts`` / ``ends`` in seconds. ``group`` is the
@@ -231,7 +231,7 @@ def iter_video_records(data: list, path: Path) -> Iterator[tuple[dict, str, str,
 
 
 def read_step_ground_truth(path: Path) -> list[StepVideo]:
-    """The HT-Step R@1 record list (evaluation.md §2(b)); GT segments map to the LAST position of their ``query`` in
+    """The HT-Step R@1 record list (docs/evaluation.md); GT segments map to the LAST position of their ``query`` in
     ``step_headline`` (the reference's text lookup, §2(c)); ``step_ids`` keep the global step index."""
     path = Path(path)
     data = load_json(path, "ground-truth")
@@ -492,7 +492,7 @@ def read_detection_csv(path: Path, warnings: Warnings) -> DetectionRows:
 
 @dataclass(frozen=True)
 class StepPrediction:
-    """One video's step-grounding prediction resolved to slots (evaluation.md §0, §2(b), §4(b)).
+    """One video's step-grounding prediction resolved to slots (docs/evaluation.md).
 
     Either ``slots`` (one per column, -1 = no prediction) or ``slots_by_id`` (global step index -> slot, HT-Step's
     ``{global_step_index: seconds}`` layout). ``n_slots`` is T: the matrix rows, else ``ceil(duration)`` (``None``
@@ -530,7 +530,7 @@ def resolve_step_prediction(
     allow_step_ids: bool = False,
     reject_multi_one: bool = False,
 ) -> StepPrediction:
-    """Turn one video's prediction value into slots (evaluation.md §0).
+    """Turn one video's prediction value into slots (docs/evaluation.md).
 
     - ``[seconds per column]``: slot ``floor(p)`` clamped to ``[0, T-1]``, T = ``ceil(duration)`` (``time_clamped``
       warning); ``null`` / NaN = no prediction (``missing_step`` warning, a miss);

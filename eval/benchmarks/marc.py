@@ -1,4 +1,4 @@
-"""Readers of MARC alignment ground truth and predictions (``evaluation.md`` §5 (b); ``specs/marc.md`` §8.4).
+"""Readers of MARC alignment ground truth and predictions (docs/evaluation.md; docs/corpora/marc.md).
 
 Files are JSONL, one recipe pair per line: ``{"pair_id": str, "gold": [int, ...]}`` in the ground truth and
 ``{"pair_id": str, "pred": [int, ...]}`` in the predictions (a line may hold both keys, so one file can serve as both).
@@ -106,7 +106,7 @@ def match_pairs(gold: Mapping[str, Sequence[int]], pred: Mapping[str, Sequence[i
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """One JSON object per line (UTF-8), e.g. ``{"pair_id", "gold", "pred"}`` rows of marc.md §8.4."""
+    """One JSON object per line (UTF-8), e.g. ``{"pair_id", "gold", "pred"}`` rows (docs/evaluation.md)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:

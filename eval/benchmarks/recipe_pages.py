@@ -1,4 +1,4 @@
-"""Reader of the ``recipe_pages`` layout (spec ``marc.md`` §2.1, §8.6; ``../shared/data/SOURCES.md``).
+"""Reader of the ``recipe_pages`` layout (docs/corpora/marc.md; tests/fixtures.json).
 
 A folder of real recipe pages ``<key>.html.gz`` (or ``<key>.html``), each with ``<key>.expected.json`` (the fields the
 recipe-scrapers library extracted: ``title``, ``instructions_list``, ``language``, ...), and ``INDEX.json``

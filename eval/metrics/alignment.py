@@ -1,6 +1,6 @@
 """MARC pairwise alignment metric: support-weighted P / R / F1 per recipe pair, averaged over pairs.
 
-Spec: ``../shared/specs/evaluation.md`` §5 (example D), ``specs/marc.md`` §8.1; paper 002 §4.4 and footnote 16 ("we
+docs/evaluation.md (example D), docs/corpora/marc.md; Lin et al., ACL 2020, §4.4 and footnote 16 ("we
 compute precision, recall and F1 per label, average them weighted by the number of true instances per label, then
 average over recipe pairs"). Per pair this equals ``sklearn.metrics.precision_recall_fscore_support(gold, pred,
 average="weighted", zero_division=0)``, implemented here with numpy (the tests cross-check against sklearn):
@@ -10,7 +10,7 @@ average="weighted", zero_division=0)``, implemented here with numpy (the tests c
   precision 0 (``zero_division=0``);
 - weighted recall equals the pair's accuracy; the pair's F is the support-weighted mean of per-label F, not 2PR/(P+R);
 - ``none="label"`` keeps NONE (-1) as an ordinary label, ``none="ignore_gold"`` first removes the items whose gold is
-  NONE (the paper's label space has no NONE; marc.md §8.4 makes it the primary score).
+  NONE (the paper's label space has no NONE; docs/corpora/marc.md makes it the primary score).
 
 Pooling every pair before scoring is a different metric (example D: 0.5556 / 0.6667 / 0.6 pooled).
 """
@@ -29,7 +29,7 @@ NONE_MODES = ("label", "ignore_gold")
 
 
 def pair_prf(gold: Sequence[int] | np.ndarray, pred: Sequence[int] | np.ndarray) -> tuple[float, float, float]:
-    """Support-weighted (P, R, F1) of one pair over the union of labels, ``zero_division=0`` (evaluation.md §5).
+    """Support-weighted (P, R, F1) of one pair over the union of labels, ``zero_division=0`` (docs/evaluation.md).
 
     ``gold`` and ``pred`` must have the same non-zero length.
     """
@@ -71,7 +71,7 @@ class AlignmentScores:
 
 
 def score_pairs(pairs: Iterable[tuple[Sequence[int], Sequence[int]]], none: str = "label") -> AlignmentScores:
-    """Mean of :func:`pair_prf` over pairs (marc.md §8.1: averaged over pairs, not pooled).
+    """Mean of :func:`pair_prf` over pairs (docs/corpora/marc.md: averaged over pairs, not pooled).
 
     Pairs with unequal lengths (``length_mismatch``), no items (``empty_pair``) or, under ``none="ignore_gold"``, only
     NONE gold (``all_gold_none``) are skipped and counted. With no scored pair the means are NaN.
@@ -107,7 +107,7 @@ def score_pairs(pairs: Iterable[tuple[Sequence[int], Sequence[int]]], none: str 
 
 
 def any_accuracy(hits: Iterable[Sequence[Sequence[int]]], preds: Iterable[Sequence[int]]) -> float:
-    """Lenient accuracy (marc.md §8.4 "any"): a prediction is right when it is one of the targets hit by the source
+    """Lenient accuracy (docs/corpora/marc.md "any"): a prediction is right when it is one of the targets hit by the source
     instruction's actions; instructions with no hit are not scored; mean over pairs of the per-pair accuracy."""
     accs = []
     for pair_hits, pred in zip(hits, preds):

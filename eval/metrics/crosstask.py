@@ -1,5 +1,5 @@
 """CrossTask zero-shot step localisation: Average R@1 over tasks, on all videos or on 20 random sets
-(``../shared/specs/evaluation.md`` §4). Pure functions over per-video hit counts (no file reading).
+(docs/evaluation.md). Pure functions over per-video hit counts (no file reading).
 
 The per-video counts come from :func:`eval.metrics.grounding.step_targets` / :func:`~eval.metrics.grounding.step_hits`.
 """
@@ -13,7 +13,7 @@ import numpy as np
 
 __all__ = ["PROTOCOLS", "average_recall", "avg_r1_over_sets", "sample_sets", "task_recalls"]
 
-#: "sets": mean over random sets of videos (default); "all": every video once (evaluation.md §4a)
+#: "sets": mean over random sets of videos (default); "all": every video once (docs/evaluation.md)
 PROTOCOLS = ("sets", "all")
 
 
@@ -23,7 +23,7 @@ def task_recalls(
     task_of_video: Sequence[int] | np.ndarray,
     n_tasks: int,
 ) -> np.ndarray:
-    """Recall per task, pooled inside the task: ``sum_v hits_v / sum_v annotated_v`` (evaluation.md §4a).
+    """Recall per task, pooled inside the task: ``sum_v hits_v / sum_v annotated_v`` (docs/evaluation.md).
 
     ``hits[v]`` / ``annotated[v]`` are one video's hit and annotated-step counts, ``task_of_video[v]`` its task index in
     ``[0, n_tasks)``. A task with no annotated step gets NaN (skipped by :func:`average_recall`).
@@ -44,7 +44,7 @@ def average_recall(recalls: np.ndarray) -> float:
 
 def sample_sets(n_videos: int, n_sets: int = 20, set_size: int = 1850, seed: int = 0) -> list[list[int]]:
     """Indices of the random video sets: set ``i`` is ``random.seed(seed + i); random.sample(videos, min(size, n))``
-    over the videos in file order (evaluation.md §4a, §4c). A private ``random.Random`` gives the same draws as the
+    over the videos in file order (docs/evaluation.md). A private ``random.Random`` gives the same draws as the
     module-level functions without touching the global state.
     """
     k = min(set_size, n_videos)
@@ -58,7 +58,7 @@ def avg_r1_over_sets(
     n_tasks: int,
     sets: Sequence[Sequence[int]],
 ) -> tuple[float, list[float]]:
-    """Mean over sets of the Average R@1 of each set (evaluation.md §4a, protocol "sets"); returns (mean, per set)."""
+    """Mean over sets of the Average R@1 of each set (docs/evaluation.md, protocol "sets"); returns (mean, per set)."""
     h = np.asarray(hits, dtype=np.float64)
     a = np.asarray(annotated, dtype=np.float64)
     task = np.asarray(task_of_video, dtype=np.int64)

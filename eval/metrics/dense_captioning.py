@@ -1,7 +1,7 @@
-"""ActivityNet dense-captioning metrics (``../shared/specs/evaluation.md`` §6): METEOR, CIDEr-D, BLEU-4 per tIoU,
+"""ActivityNet dense-captioning metrics (docs/evaluation.md): METEOR, CIDEr-D, BLEU-4 per tIoU,
 and the proposal precision / recall, reimplemented from the definition of the 2018 evaluator
 (ranjaykrishna/densevid_eval @deba7d7, ``ANETcaptions.evaluate_tiou`` / ``evaluate_detection``) with its 2021 garbage
-variant (@9d4045a). Used by the Sieve & Swap paper (``../shared/papers/004_7a7f59c04c52b84c.txt``, Tables 3-5).
+variant (@9d4045a). Used by the Sieve & Swap paper (Batra et al., ECCV 2024, Tables 3-5).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ShowHowTo generation metrics: step faithfulness, scene consistency, task faithfulness and FID.
 
-Contract: ``../shared/specs/showhowto.md`` §11 and ``evaluation.md`` §8; paper ``003_f1dc141f83af610b.txt`` Sec. 5.1 and
+Contract: docs/corpora/showhowto.md and docs/evaluation.md; Souček et al., CVPR 2025, Sec. 5.1 and
 App. D. No upstream evaluation code exists, so every choice below that the paper leaves open is flagged **[unverified]**
 in the spec and stays a switch of ``eval/run.py showhowto``:
 

@@ -1,6 +1,6 @@
 """Grounding metrics on 1-second slots: HTM-Align R@1 / ROC-AUC and HT-Step / CrossTask step hits.
 
-Pure numpy functions over parsed arrays (no file reading). Conventions of ``../shared/specs/evaluation.md`` §0:
+Pure numpy functions over parsed arrays (no file reading). Conventions of docs/evaluation.md:
 slot ``t`` = second ``t``; a time ``p`` maps to slot ``floor(p)`` clamped to ``[0, T-1]``; argmax ties go to the lowest
 index; NaN cells are "not scored" and never win an argmax.
 """
@@ -25,14 +25,14 @@ __all__ = [
     "times_to_slots",
 ]
 
-#: window rules of HTM-Align R@1 (evaluation.md §1c)
+#: window rules of HTM-Align R@1 (docs/evaluation.md)
 HTM_RULES = ("tan", "nsva")
-#: end rules of the step-grounding targets (evaluation.md §2a, §4a)
+#: end rules of the step-grounding targets (docs/evaluation.md)
 END_RULES = ("inclusive", "exclusive")
 
 
 def nan_argmax(scores: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """NaN-aware argmax along ``axis`` (evaluation.md §0).
+    """NaN-aware argmax along ``axis`` (docs/evaluation.md).
 
     Returns ``(index, all_nan)``: ties go to the lowest index, a NaN cell never wins (not even over ``-inf``), and a
     slice that is entirely NaN gets index 0 with ``all_nan`` set (TAN behaviour, §1a; callers decide what it means).
@@ -61,7 +61,7 @@ def nan_max(scores: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def times_to_slots(times: Sequence[float] | np.ndarray, n_slots: int | None) -> tuple[np.ndarray, np.ndarray, int]:
-    """Predicted seconds -> slot ``floor(p)`` clamped to ``[0, T-1]`` (evaluation.md §0).
+    """Predicted seconds -> slot ``floor(p)`` clamped to ``[0, T-1]`` (docs/evaluation.md).
 
     ``n_slots=None`` (T unknown) clamps below only. Returns ``(slots, valid, n_clamped)``: non-finite times are invalid
     (slot -1, "no prediction"); ``n_clamped`` counts the finite times moved by the clamp.
@@ -78,7 +78,7 @@ def times_to_slots(times: Sequence[float] | np.ndarray, n_slots: int | None) -> 
 
 
 def htm_align_hits(slots: np.ndarray, starts: np.ndarray, ends: np.ndarray, rule: str = "tan") -> np.ndarray:
-    """Per alignable sentence: does its predicted slot lie in its own window? (evaluation.md §1a, §1c)
+    """Per alignable sentence: does its predicted slot lie in its own window? (docs/evaluation.md)
 
     ``rule="tan"``: ``floor(start) <= t <= ceil(end)``; ``rule="nsva"``: ``start <= t <= end`` on the raw float
     seconds. A slot of -1 (no prediction) is a miss.
@@ -96,7 +96,7 @@ def htm_align_hits(slots: np.ndarray, starts: np.ndarray, ends: np.ndarray, rule
 
 
 def recall_at_1(hits: np.ndarray) -> float:
-    """Micro R@1: the mean of pooled hits (evaluation.md §1c, §2a); NaN when nothing was scored."""
+    """Micro R@1: the mean of pooled hits (docs/evaluation.md); NaN when nothing was scored."""
     h = np.asarray(hits, dtype=bool)
     return float(h.mean()) if h.size else math.nan
 
@@ -117,7 +117,7 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 
 
 def roc_auc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float | None:
-    """ROC-AUC from ranks (Mann-Whitney U), tied scores averaged (evaluation.md §1a).
+    """ROC-AUC from ranks (Mann-Whitney U), tied scores averaged (docs/evaluation.md).
 
     Equal to ``sklearn.metrics.roc_auc_score``. ``None`` when only one class is present (undefined, §1c). Scores must
     not be NaN (callers drop NaN scores with a warning); ``±inf`` rank as lowest / highest.
@@ -145,7 +145,7 @@ def step_targets(
     ends: Sequence[float] | np.ndarray,
     end_rule: str = "inclusive",
 ) -> np.ndarray:
-    """The boolean target matrix ``Y[T, K]`` of step grounding (evaluation.md §2a, §4a).
+    """The boolean target matrix ``Y[T, K]`` of step grounding (docs/evaluation.md).
 
     Each segment ``(col, start, end)`` sets ``Y[floor(start) : ceil(end) + 1, col]`` ("inclusive") or
     ``Y[floor(start) : ceil(end), col]`` ("exclusive"); the slice is cut at ``T`` like a numpy slice, so a segment
@@ -166,7 +166,7 @@ def step_targets(
 
 
 def step_hits(targets: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hits of the annotated columns of ``Y[T, K]`` given one predicted slot per column (evaluation.md §2a, §4a).
+    """Hits of the annotated columns of ``Y[T, K]`` given one predicted slot per column (docs/evaluation.md).
 
     Returns ``(annotated, hit)``, both ``[K]`` booleans: a column is scored iff it has at least one target slot; a
     slot of -1 (no prediction) or outside ``[0, T)`` is a miss.

@@ -1,4 +1,4 @@
-"""HT-Step article grounding: the official activity-grouped mAP, tIoU 0.3-0.7 (``../shared/specs/evaluation.md`` §3).
+"""HT-Step article grounding: the official activity-grouped mAP, tIoU 0.3-0.7 (docs/evaluation.md).
 
 A re-implementation from the spec's definition of the official scorer (facebookresearch/htstep
 ``evaluation/eval_article_grounding.py``): ActivityNet-style detection AP, but every step of one activity forms one
@@ -33,7 +33,7 @@ def remove_duplicate_annotations(
     starts: Sequence[float] | np.ndarray, ends: Sequence[float] | np.ndarray, ids: Sequence[int], tol: float = 1e-3
 ) -> np.ndarray:
     """Keep-mask over one video's GT segments: drop segments shorter than ``tol`` and duplicates of an earlier kept
-    segment (same id, both ends within ``tol``) (evaluation.md §3a)."""
+    segment (same id, both ends within ``tol``) (docs/evaluation.md)."""
     s = np.asarray(starts, dtype=np.float64)
     e = np.asarray(ends, dtype=np.float64)
     keep = np.zeros(s.size, dtype=bool)
@@ -74,7 +74,7 @@ def average_precision_detection(
     pred_scores: np.ndarray,
     thresholds: np.ndarray = TIOU_THRESHOLDS,
 ) -> np.ndarray:
-    """AP per threshold of one class (evaluation.md §3a).
+    """AP per threshold of one class (docs/evaluation.md).
 
     Predictions are taken by decreasing score (equal scores: later rows first, ``argsort()[::-1]`` as the reference);
     each takes, among the still unlocked GT segments of its video, the one with the highest tIoU (equal: later GT row
@@ -127,7 +127,7 @@ def average_precision_detection(
 
 @dataclass(frozen=True)
 class ArticleFilter:
-    """Which prediction rows the official scorer keeps (evaluation.md §3a): ``keep`` plus the reason of each drop."""
+    """Which prediction rows the official scorer keeps (docs/evaluation.md): ``keep`` plus the reason of each drop."""
 
     keep: np.ndarray
     unknown_video: np.ndarray
@@ -142,7 +142,7 @@ def filter_predictions(
     gt_labels: set[int] | frozenset[int],
 ) -> ArticleFilter:
     """The article filter (label among the steps of the video's (activity, variation)) and the GT-label filter
-    (label annotated somewhere in the split) of the official scorer (evaluation.md §3a, §3c).
+    (label annotated somewhere in the split) of the official scorer (docs/evaluation.md).
 
     ``article_steps`` maps each GT video to its article's step ids; a prediction video absent from it is dropped
     (``unknown_video``; the reference raises a lookup error there).

@@ -1,4 +1,4 @@
-"""SODA-c and SODA-d: story-oriented dense-captioning scores (``../shared/specs/evaluation.md`` §7).
+"""SODA-c and SODA-d: story-oriented dense-captioning scores (docs/evaluation.md).
 
 Reimplemented from the definition (Fujita et al., ECCV 2020; the algorithm as the spec states it). The upstream
 ``fujiso/SODA`` code is under an evaluation-only licence and is never copied here; it was run side by side only to

@@ -1,6 +1,6 @@
 """Sentence scorers of the dense-captioning metrics: the pycocoevalcap 1.2 tokenizer, METEOR, BLEU-4 and CIDEr-D.
 
-``../shared/specs/evaluation.md`` §6(a) and §7: text passes ``remove_nonascii`` (non-ASCII -> space), then the Stanford
+docs/evaluation.md: text passes ``remove_nonascii`` (non-ASCII -> space), then the Stanford
 PTB tokenizer shipped in pycocoevalcap (Java, lower-cases, punctuation tokens dropped); METEOR 1.5 runs as the jar of
 pycocoevalcap (``-l en -norm``) in one JVM per run; BLEU and CIDEr are pycocoevalcap's pure-Python scorers.
 
@@ -16,7 +16,7 @@ value-preserving:
   all requests are written by a feeder thread while the answers are read, and identical requests are answered from a
   cache (the same pair recurs across the four tIoU thresholds).
 
-Tests inject :class:`PlainTokenizer` and a scoring function instead (``../shared/specs/evaluation.md`` §7(c)).
+Tests inject :class:`PlainTokenizer` and a scoring function instead (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def java_executable() -> str:
 
 class PlainTokenizer:
     """Java-free tokenizer for tests: ``remove_nonascii``-ed text lower-cased, split on whitespace, PTB punctuation
-    tokens dropped (``../shared/specs/evaluation.md`` §7 note on offline scorers). Not the reference tokenizer."""
+    tokens dropped (docs/evaluation.md note on offline scorers). Not the reference tokenizer."""
 
     def tokenize(self, sentences: Sequence[str]) -> list[str]:
         return [" ".join(w for w in s.lower().split() if w not in PTB_PUNCTUATIONS) for s in sentences]

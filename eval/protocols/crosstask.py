@@ -1,4 +1,4 @@
-"""``crosstask``: CrossTask zero-shot step localisation, Average R@1 (``../shared/specs/evaluation.md`` §4).
+"""``crosstask``: CrossTask zero-shot step localisation, Average R@1 (docs/evaluation.md).
 
 Recall is pooled inside each task and averaged over the tasks present; protocol ``sets`` (default) averages it over
 ``n_sets`` random sets of ``set_size`` videos (set i: ``random.seed(seed + i); random.sample(videos, k)`` in file
@@ -24,7 +24,7 @@ from eval.registry import EvalError, EvalInputs, EvalResult, Protocol, Variant, 
 
 
 def _evaluate(inputs: EvalInputs) -> EvalResult:
-    """Average R@1 over tasks (evaluation.md §4(a))."""
+    """Average R@1 over tasks (docs/evaluation.md)."""
     if inputs.pred is None:
         raise EvalError("crosstask needs --pred")
     settings = inputs.variant

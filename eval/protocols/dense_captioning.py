@@ -1,6 +1,6 @@
-"""Protocols ``densevid`` and ``soda``: dense video captioning on YouCook2 and Tasty (``evaluation.md`` §6, §7).
+"""Protocols ``densevid`` and ``soda``: dense video captioning on YouCook2 and Tasty (docs/evaluation.md).
 
-The downstream evaluation of the Sieve & Swap paper (``../shared/papers/004_7a7f59c04c52b84c.txt`` Tables 3-5:
+The downstream evaluation of the Sieve & Swap paper (Batra et al., ECCV 2024, Tables 3-5:
 SODA-c, METEOR, CIDEr, BLEU-4, SODA-d). Defaults reproduce the 2018 ActivityNet evaluator as PDVC reports it, and the
 SODA reference's single-reference, missing-keys-dropped behaviour.
 """

@@ -1,4 +1,4 @@
-"""``htm_align``: HTM-Align narration grounding, R@1 and ROC-AUC (``../shared/specs/evaluation.md`` §1).
+"""``htm_align``: HTM-Align narration grounding, R@1 and ROC-AUC (docs/evaluation.md).
 
 R@1 is the micro average over every alignable sentence of every ground-truth video: a video without a prediction
 counts its alignable sentences as misses (``missing_video`` warning). ROC-AUC pools every sentence (alignable = 1) with
@@ -29,7 +29,7 @@ TAN_ZERO_FILL = -6e4
 
 
 def _evaluate(inputs: EvalInputs) -> EvalResult:
-    """Score one prediction file (evaluation.md §1(a))."""
+    """Score one prediction file (docs/evaluation.md)."""
     if inputs.pred is None:
         raise EvalError("htm_align needs --pred")
     rule = inputs.variant["rule"]

@@ -1,4 +1,4 @@
-"""``htstep_r1`` (HT-Step step grounding R@1, ``../shared/specs/evaluation.md`` §2) and ``htstep_map`` (HT-Step
+"""``htstep_r1`` (HT-Step step grounding R@1, docs/evaluation.md) and ``htstep_map`` (HT-Step
 article grounding, the official activity-grouped mAP over tIoU 0.3-0.7, §3).
 
 ``htstep_r1`` is the micro average over annotated (video, step) pairs; a ground-truth video without a prediction
@@ -60,7 +60,7 @@ class VideoScore:
 def score_step_video(
     video: StepVideo, pred: StepPrediction | None, end_rule: str, warnings: Warnings, where: str
 ) -> VideoScore:
-    """Y[T, K] of the video against one predicted slot per step (evaluation.md §2(a), §4(a)).
+    """Y[T, K] of the video against one predicted slot per step (docs/evaluation.md).
 
     ``pred=None`` (no prediction for the video): every annotated step is a miss. With ``slots_by_id`` the scored units
     are the video's annotated global steps (no text lookup, §2(c)). T is the matrix rows, else ``ceil(duration)``;
@@ -134,7 +134,7 @@ def _article_steps_for(videos: list[StepVideo], taxonomy: Taxonomy) -> dict[str,
 
 
 def _evaluate_r1(inputs: EvalInputs) -> EvalResult:
-    """HT-Step R@1, micro average over annotated (video, step) pairs (evaluation.md §2(a))."""
+    """HT-Step R@1, micro average over annotated (video, step) pairs (docs/evaluation.md)."""
     if inputs.pred is None:
         raise EvalError("htstep_r1 needs --pred")
     gt_path = inputs.gt[0]
@@ -186,7 +186,7 @@ register(
 
 
 def _evaluate_map(inputs: EvalInputs) -> EvalResult:
-    """The official activity-grouped mAP (evaluation.md §3(a)); predictions in the official CSV layout."""
+    """The official activity-grouped mAP (docs/evaluation.md); predictions in the official CSV layout."""
     if inputs.pred is None:
         raise EvalError("htstep_map needs --pred")
     w = inputs.warnings

@@ -1,6 +1,6 @@
-"""Protocol ``recipe_pages``: the Schema.org Recipe extraction scored against recipe-scrapers (spec ``marc.md`` §8.6).
+"""Protocol ``recipe_pages``: the Schema.org Recipe extraction scored against recipe-scrapers (docs/corpora/marc.md).
 
-``python eval/run.py recipe_pages --gt ../shared/data/recipe_pages --json`` (no ``--pred``: the protocol runs the
+``python eval/run.py recipe_pages --gt <fixtures>/recipe_pages --json`` (no ``--pred``: the protocol runs the
 toolkit's own extraction, :mod:`builders.sources.schema_org`, on the pages). Per page the record whose normalised
 title equals the expected ``title`` is picked, else the first (records dropped for ``no_instructions`` included, so a
 title is scored even when the instructions are missing); the title must match exactly after HTML unescape, NFKC and

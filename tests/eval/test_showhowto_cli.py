@@ -16,8 +16,6 @@ from eval_cli import run_cli
 
 from eval.run import main
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "showhowto"
-
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, dict | None, str]:
     """``eval/run.py showhowto ARGS --json`` in this process: (exit code, parsed JSON or None, stderr)."""
@@ -294,7 +292,8 @@ def features(batch):
 '''
 
 
-def test_encoder_plugins_on_tiny_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_encoder_plugins_on_tiny_models(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       shared_data: Path) -> None:
     """Tiny random-init CLIP and DINOv2-with-registers folders, a TorchScript and a file.py:function Inception.
 
     The fixture's inference example is the first test sequence: img01.jpg is I_0, its 8 prompts τ_0..τ_7; source
@@ -305,12 +304,12 @@ def test_encoder_plugins_on_tiny_models(tmp_path: Path, capsys: pytest.CaptureFi
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # width-32 models: one thread avoids thread-pool contention on a busy 2-core runner
     try:
-        _encoder_plugins(tmp_path, capsys)
+        _encoder_plugins(tmp_path, capsys, shared_data)
     finally:
         torch.set_num_threads(threads)
 
 
-def _encoder_plugins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _encoder_plugins(tmp_path: Path, capsys: pytest.CaptureFixture[str], shared_data: Path) -> None:
     import torch
     from PIL import Image
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -324,8 +323,9 @@ def _encoder_plugins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
     from eval.protocols.showhowto import DinoEncoder, load_inception
 
-    _, *prompts = (FIXTURE / "prompt_file.txt").read_text(encoding="utf-8").splitlines()[1].split("|")
-    base = np.asarray(Image.open(FIXTURE / "img01.jpg").convert("RGB"))
+    fixture = shared_data / "showhowto"
+    _, *prompts = (fixture / "prompt_file.txt").read_text(encoding="utf-8").splitlines()[1].split("|")
+    base = np.asarray(Image.open(fixture / "img01.jpg").convert("RGB"))
     h, w = base.shape[:2]
     rng = np.random.default_rng(0)
     frames = [base] + [base[rng.integers(0, h // 4):, rng.integers(0, w // 4):][: h // 2 + 8 * k, : w // 2 + 8 * k]

@@ -20,7 +20,6 @@ from eval.metrics.generation import (
     task_faithfulness,
 )
 
-FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "data" / "showhowto"
 
 # spec §11 SF: similarity rows (image i over prompts j = 1..n) of two sequences
 SF_ROWS = [np.array([[.30, .20, .10], [.25, .22, .28], [.10, .15, .31]]), np.array([[.20, .10], [.30, .35]])]
@@ -175,16 +174,17 @@ def test_fid_with_a_singular_product_stays_finite() -> None:
         frechet_distance(np.zeros(2), np.eye(2), np.zeros(3), np.eye(3))
 
 
-def test_upstream_inference_example_as_a_metric_sequence() -> None:
+def test_upstream_inference_example_as_a_metric_sequence(shared_data: Path) -> None:
     """The real fixture ``prompt_file.txt`` (image|τ_0|...|τ_7): its 7 target prompts as SF classes.
 
     Text features are hashed bags of words (deterministic, no model); generated image i gets the feature of τ_i
     plus noise for i odd and the feature of τ_{i+1} for i even (the wrong step) -> SF = 4/7 (i = 1, 3, 5, 7).
     """
-    line = next(ln for ln in (FIXTURE / "prompt_file.txt").read_text(encoding="utf-8").splitlines()
+    fixture = shared_data / "showhowto"
+    line = next(ln for ln in (fixture / "prompt_file.txt").read_text(encoding="utf-8").splitlines()
                 if ln.strip() and not ln.startswith("#"))
     image, *prompts = line.split("|")
-    assert image.endswith("img01.jpg") and len(prompts) == 8 and (FIXTURE / "img01.jpg").is_file()
+    assert image.endswith("img01.jpg") and len(prompts) == 8 and (fixture / "img01.jpg").is_file()
 
     def bag(text: str) -> np.ndarray:
         v = np.zeros(64)

@@ -1,5 +1,5 @@
-"""The HowToStep corpus (Li et al., ECCV 2024, ``../shared/papers/000_47e4e363f2e3fb14.txt``; MPTVA option: Chen et
-al., ECCV 2024, ``001_e771ed41550f58e8.txt``; contract ``../shared/specs/howtostep.md``): ASR narrations -> LLM steps
+"""The HowToStep corpus (Li et al., ECCV 2024; MPTVA option: Chen et
+al., ECCV 2024; docs/corpora/howtostep.md): ASR narrations -> LLM steps
 -> Stage-1 (step -> narration -> time) and Stage-2 (NaSVA self-training) timestamps.
 
 The package is the corpus interface of ``python -m builders.build howtostep``: ``config`` (paper defaults, presets),

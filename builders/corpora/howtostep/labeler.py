@@ -1,9 +1,9 @@
-"""The NaSVA models trained inside a HowToStep build, as global stages (ARCHITECTURE.md "Global stages"):
+"""The NaSVA models trained inside a HowToStep build, as global stages (docs/architecture.md, "Caching and resume"):
 
-* ``train_labeler`` (spec §3.8.1, paper 000 §3.2 "self-training"): NaSVA trained on the Stage-1 labels (round 1) or on
-  the previous round's labels (rounds 2-3) of the ``train`` split only, with ``builders.nasva.train`` and the nasva.md
+* ``train_labeler`` (spec §3.8.1, Li et al., ECCV 2024, §3.2 "self-training"): NaSVA trained on the Stage-1 labels (round 1) or on
+  the previous round's labels (rounds 2-3) of the ``train`` split only, with ``builders.nasva.train`` and the docs/evaluation.md
   schedule (12 epochs, batch 8, AdamW 1e-4, tau 0.07, seed 2023), fresh initialisation each round.
-* ``mptva_long_model`` (spec §4, paper 001 §3.2.2 S-V-long): a given NaSVA checkpoint, or one trained on the
+* ``mptva_long_model`` (spec §4, Chen et al., ECCV 2024, §3.2.2 S-V-long): a given NaSVA checkpoint, or one trained on the
   narrations (W only, ASR timestamps as labels).
 
 Training runs in ``<work>/cache/labeler/<key>``, keyed by the training data and settings, where the trainer keeps its

@@ -1,4 +1,4 @@
-"""The HowToStep pipeline (specs/howtostep.md §3; paper 000 §3.2, supp. Table 6): one ``videos`` pipeline.
+"""The HowToStep pipeline (docs/corpora/howtostep.md; Li et al., ECCV 2024, §3.2, supp. Table 6): one ``videos`` pipeline.
 
     read_metadata -> heldout_split -> transcribe (transcript or ASR) -> narrations (TAN cleaning, sentencification,
     language and length filters) -> llm_steps (10-sentence chunks, prompt, batched cached LLM, step parser) ->

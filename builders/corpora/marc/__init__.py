@@ -1,5 +1,5 @@
-"""The MARC-style aligned recipe corpus (Lin et al., ACL 2020; ``../shared/papers/002_dcd14287402b909e.txt``;
-contract ``../shared/specs/marc.md``): Common Crawl recipe pages + video transcripts, HMM+IBM1 pairwise alignment and
+"""The MARC-style aligned recipe corpus (Lin et al., ACL 2020;
+docs/corpora/marc.md): Common Crawl recipe pages + video transcripts, HMM+IBM1 pairwise alignment and
 joint alignment.
 
 The package is the corpus interface of ``python -m builders.build marc``: ``config`` (paper defaults), ``flags``

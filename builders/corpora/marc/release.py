@@ -1,7 +1,7 @@
 """The ``marc`` release: rows of each config, the classifier files, the paper quantities and the card context,
 handed to the core's release flow (``builders.core.release_flow``).
 
-Release layout (specs/marc.md §4, specs/releases.md §1)::
+Release layout (docs/corpora/marc.md, docs/publishing.md)::
 
     <out>/marc/README.md             card + configs + dataset_info (features from loading_scripts.marc)
     <out>/marc/<config>/<split>-xxxxx-of-yyyyy.parquet   recipes, pairwise_{text_text,text_video,video_video},
@@ -34,7 +34,7 @@ NAME = "marc"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "marc.md"
 SPLITS = ("train", "validation", "test")
 
-#: paper 002 §2, Table 1, A.1 and spec §7: full-scale statistics next to which a build is reported
+#: Lin et al., ACL 2020, §2, Table 1, A.1 and spec §7: full-scale statistics next to which a build is reported
 PAPER_QUANTITIES: dict[str, float | None] = {
     "text_recipes": 48_852, "dishes": 4_262, "dishes_train": 4_065, "dishes_validation": 94, "dishes_test": 103,
     "mean_recipes_per_dish": 6.54, "mean_instructions_per_text_recipe": 8, "video_recipes": 77_550,

@@ -1,5 +1,5 @@
 """The text side of the MARC corpus: extracted Schema.org recipes -> instructions -> the five recipe filters ->
-dishes -> dish splits (``../shared/specs/marc.md`` §3.2-§3.4; paper ``../shared/papers/002_dcd14287402b909e.txt``
+dishes -> dish splits (docs/corpora/marc.md; Lin et al., ACL 2020,
 §2.1, A.1.1).
 
 :func:`select_text_recipes` takes the recipe records of :func:`builders.sources.schema_org.read_schema_recipes`

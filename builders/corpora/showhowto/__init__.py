@@ -1,5 +1,5 @@
-"""The ShowHowTo corpus (Souček et al., CVPR 2025, ``../shared/papers/003_f1dc141f83af610b.txt``; contract
-``../shared/specs/showhowto.md``): narrated videos -> LLM filter -> LLM key steps with timestamps -> one keyframe per
+"""The ShowHowTo corpus (Souček et al., CVPR 2025; docs/corpora/showhowto.md): narrated videos -> LLM filter -> LLM key
+steps with timestamps -> one keyframe per
 step by the order-preserving alignment -> sequences (ids + timestamps; images opt-in).
 
 The package is the corpus interface of ``python -m builders.build showhowto``: ``config`` (paper defaults, presets),

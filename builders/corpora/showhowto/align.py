@@ -1,4 +1,4 @@
-"""ShowHowTo stage 4 and the images (``../shared/specs/showhowto.md`` §6-§7; paper 003 Sec. 3 "Cross-modal frame
+"""ShowHowTo stage 4 and the images (docs/corpora/showhowto.md; Souček et al., CVPR 2025, Sec. 3 "Cross-modal frame
 alignment": one frame per step, temporal order preserved, maximal total DFN-CLIP similarity, windows of ±15 s).
 
 The video is decoded once on the 5-fps grid (``models.media.iter_grid_frames``); with the CLIP aligner only frames

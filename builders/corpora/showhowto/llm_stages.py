@@ -1,4 +1,4 @@
-"""ShowHowTo stages 2-3 (``../shared/specs/showhowto.md`` §3, §5; paper 003 Sec. 3 "Filtering of irrelevant videos"
+"""ShowHowTo stages 2-3 (docs/corpora/showhowto.md; Souček et al., CVPR 2025, Sec. 3 "Filtering of irrelevant videos"
 and "Extracting key steps", App. A Fig. 19-20): the LLM filter and its Yes/No parser, the length gate, and LLM key-step
 extraction with robust JSON parsing and validation.
 

@@ -1,4 +1,4 @@
-"""The ``showhowto`` release (``../shared/specs/showhowto.md`` §1, §7-§8, §10): configs ``sequences`` (default; ids,
+"""The ``showhowto`` release (docs/corpora/showhowto.md): configs ``sequences`` (default; ids,
 timestamps and keyframe positions, no pixels) and ``images`` (``--with-images``), splits ``train`` / ``test`` by the
 §8 algorithm (or an official list), ``keyframes.json``, the statistics of §1 next to the paper's, and optionally the
 upstream training layout.

@@ -1,5 +1,4 @@
-"""The Sieve & Swap corpus (Batra et al., ECCV 2024; ``../shared/papers/004_7a7f59c04c52b84c.txt``; contract
-``../shared/specs/sieve_swap.md``): HowTo100M cooking transcripts x RecipeNLG.
+"""The Sieve & Swap corpus (Batra et al., ECCV 2024; docs/corpora/sieve_swap.md): HowTo100M cooking transcripts x RecipeNLG.
 
 The package is the corpus interface of ``python -m builders.build sieve_swap``: ``config`` (paper defaults),
 ``flags`` (inputs and the bundled sample), ``pipeline`` (the steps), ``release`` (configs, card, quantities) and

@@ -1,5 +1,5 @@
-"""``calibrate_sim_threshold`` (specs/sieve_swap.md §5): the threshold for a smaller sentence encoder that keeps as
-many segments as MPNet keeps at lambda_sim = 0.75 (paper 004 §4.2, Eq. 6).
+"""``calibrate_sim_threshold`` (docs/corpora/sieve_swap.md): the threshold for a smaller sentence encoder that keeps as
+many segments as MPNet keeps at lambda_sim = 0.75 (Batra et al., ECCV 2024, §4.2, Eq. 6).
 
 It takes the ``sample`` V² segments with the smallest sha1(``video_id:index``), computes each one's top-1 cosine to
 the R² step pool with both models, and matches keep-rates (``builders.ops.swap.keep_rate_threshold``). A build uses

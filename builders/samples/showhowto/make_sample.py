@@ -1,4 +1,4 @@
-"""Make the bundled ShowHowTo sample (``../shared/specs/showhowto.md`` §9-§10): generated test-pattern videos, project-
+"""Make the bundled ShowHowTo sample (docs/corpora/showhowto.md): generated test-pattern videos, project-
 written transcripts, two manifests (``manifest.csv``, the default sample SmolLM2 runs on, and ``manifest_reasons.csv``
 with every row), HowTo100M-style metadata, and ``llm_outputs.jsonl`` (recorded answers that make every LLM-dependent
 reason code of §10 appear: ``--manifest manifest_reasons.csv --set llm=replay``).
