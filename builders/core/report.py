@@ -448,8 +448,9 @@ def _this_build_table(work: Mapping[str, Any]) -> str:
 
 
 def render_report(*, title: str, stats: Mapping[str, Any], videos: Iterable[Mapping[str, Any]] = (),
-                  tallies: ReportTallies | None = None) -> str:
-    """The report as an HTML string (see ``write_report``); ``tallies`` replace ``videos`` when given."""
+                  tallies: ReportTallies | None = None, explorer: bool = False) -> str:
+    """The report as an HTML string (see ``write_report``); ``tallies`` replace ``videos`` when given; ``explorer``
+    links the ``explore.html`` beside it (docs/explorer.md)."""
     if tallies is None:
         tallies = ReportTallies.of(videos)
     steps: Mapping[str, Mapping[str, Any]] = stats.get("steps") or {}
@@ -467,7 +468,8 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Iterable[Mapp
 
     parts: list[str] = []
     parts.append(f"<h1>{_e(title)}</h1>")
-    parts.append(f'<p class="sub">corpus <b>{_e(corpus)}</b> · {len(steps)} steps · build report</p>')
+    link = ' · <a id="explore-link" href="explore.html">explore the data</a>' if explorer else ""
+    parts.append(f'<p class="sub">corpus <b>{_e(corpus)}</b> · {len(steps)} steps · build report{link}</p>')
 
     cards = []
     if first_in is not None:
@@ -566,16 +568,16 @@ def render_report(*, title: str, stats: Mapping[str, Any], videos: Iterable[Mapp
 
 def write_report(
     path: str | os.PathLike, *, title: str, stats: Mapping[str, Any], videos: Iterable[Mapping[str, Any]] = (),
-    tallies: ReportTallies | None = None,
+    tallies: ReportTallies | None = None, explorer: bool = False,
 ) -> Path:
     """Write ``report.html`` at ``path`` (hidden temp file + rename). ``stats`` is the runner's statistics dict
     (``corpus``, ``drops``, ``counters``, ``steps``, ``release``, ``quantities``, optional ``histograms``: title ->
     ``{"edges", "counts"}``, optional ``this_build``); ``videos`` (any iterable, consumed once) are rows of the
     ``default`` config (``segments`` with ``start``/``end``/``text``, ``duration``), or ``tallies`` their
-    distributions aggregated beforehand. Returns the path.
+    distributions aggregated beforehand; ``explorer`` links ``explore.html``. Returns the path.
     """
     path = Path(path)
-    text = render_report(title=title, stats=stats, videos=videos, tallies=tallies)
+    text = render_report(title=title, stats=stats, videos=videos, tallies=tallies, explorer=explorer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp"
     tmp.write_text(text, encoding="utf-8")

@@ -1,0 +1,135 @@
+"""Fixtures of the explorer tests: a headless Chromium from the system packages driven by Playwright (never a
+downloaded browser: ``playwright install`` is not used), the four bundled samples built once per session, and a
+folder for the screenshots the reviewer looks at (also copied to ``/tmp/explore-screens``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = os.environ.get("EXPLORE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SCREENS = Path("/tmp/explore-screens")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _missing(message: str) -> None:
+    """Fail under CI (``make test`` installs the browser), skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[test]')")
+    if not Path(CHROMIUM).is_file():
+        _missing(f"no Chromium at {CHROMIUM} (make browser: apt-get install chromium chromium-driver)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A page opened from ``file://`` that records console errors, page errors, dialogs and requests."""
+
+    def __init__(self, browser: Any, path: Path, width: int = 1400, height: int = 1000) -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("dialog", self._dialog)
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(path.resolve().as_uri())
+        self.page.wait_for_selector('body[data-ready="1"]', timeout=15000)
+
+    def _dialog(self, d: Any) -> None:
+        self.dialogs.append(d.message)
+        d.dismiss()
+
+    def count(self, selector: str) -> int:
+        return self.page.locator(selector).count()
+
+    def pick(self, item_id: str) -> None:
+        """Choose an item in the list by its id (CSS-escaped by Playwright's attribute selector)."""
+        self.page.locator("#items button.pick").filter(has=self.page.get_by_text(item_id, exact=True)).first.click()
+        self.page.wait_for_timeout(30)
+
+    def detail(self) -> str:
+        return self.page.locator("#detail").inner_text()
+
+    def shot(self, folder: Path, name: str) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, SCREENS / path.name)
+        print(f"\nscreenshot: {SCREENS / path.name}")
+        return path
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[Any]:
+    pages: list[Page] = []
+
+    def opener(path: Path, **kw: Any) -> Page:
+        pages.append(Page(browser, path, **kw))
+        return pages[-1]
+
+    yield opener
+    for p in pages:
+        p.close()
+
+
+@pytest.fixture(scope="session")
+def screens(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("explore-screens")
+
+
+@pytest.fixture(scope="session")
+def sample_release(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``sample_release(corpus)``: the bundled sample of ``corpus`` as ``make sample`` builds it (``python -m
+    builders.build <corpus>``), built once per session on first use. ``EXPLORE_SAMPLE_RELEASES=DIR`` (a folder of
+    ``<corpus>/`` releases already built, e.g. where ``make sample`` ran) copies those instead of building; without it,
+    the releases ``make sample`` wrote into the repository root are copied when they carry an ``explore.html`` (built
+    by this toolkit version's release flow)."""
+    out = tmp_path_factory.mktemp("explore-samples")
+    given = os.environ.get("EXPLORE_SAMPLE_RELEASES")
+    if not given and all((REPO / c / "explore.html").is_file() for c in ("howtostep", "showhowto", "sieve_swap",
+                                                                           "marc")):
+        given = str(REPO)
+    built: dict[str, Path] = {}
+
+    def get(corpus: str) -> Path:
+        if corpus in built:
+            return built[corpus]
+        if given and (Path(given) / corpus / "manifest.json").is_file():
+            shutil.copytree(Path(given) / corpus, out / corpus)
+        else:
+            cmd = [sys.executable, "-m", "builders.build", corpus, "--out", str(out), "--work-dir",
+                   str(out / ".work" / corpus), "--no-progress", "-q"]
+            proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
+            assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+        built[corpus] = out / corpus
+        get.had_explorer[corpus] = (out / corpus / "explore.html").is_file()  # type: ignore[attr-defined]
+        return built[corpus]
+
+    get.had_explorer = {}  # type: ignore[attr-defined]  # corpus -> the release came with explore.html
+    return get
