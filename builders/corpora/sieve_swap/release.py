@@ -1,7 +1,7 @@
 """The ``sieve_swap`` release: rows of each config, the paper quantities and the card context, handed to the core's
 release flow (``builders.core.release_flow``).
 
-Release layout (specs/sieve_swap.md §4, specs/releases.md §1)::
+Release layout (docs/corpora/sieve_swap.md, docs/publishing.md)::
 
     <out>/sieve_swap/README.md                      card + configs + dataset_info (from loading_scripts.sieve_swap)
     <out>/sieve_swap/{default,raw_asr,recipes}/<split>-xxxxx-of-yyyyy.parquet
@@ -31,6 +31,7 @@ from ...core.release_flow import (
     write_json_object,
     write_release,
 )
+from ...core.release_parts import ShardedRows
 from ...core.report import Tally
 from ...release import md_table, stats_tables
 from .config import SieveSwapConfig
@@ -39,7 +40,7 @@ from .flags import INPUT_KEYS
 NAME = "sieve_swap"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "sieve_swap.md"
 
-#: paper 004 §4.2, supp. A (Fig. 5-6) and spec §7: full-scale statistics next to which a build is reported
+#: Batra et al., ECCV 2024, §4.2, supp. A (Fig. 5-6) and spec §7: full-scale statistics next to which a build is reported
 PAPER_QUANTITIES: dict[str, float | None] = {
     "videos_V": 241_000, "videos_V1_title_sieve": 110_000, "videos_V2_content_sieve": 52_000,
     "videos_train": 48_000, "videos_validation": 3_000,
@@ -160,9 +161,6 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
     videos = result.outputs["videos"]
     scan = functools.cache(lambda: VideoScan.of(videos.rows(["split", "segments", "num_asr_segments", "duration"])))
 
-    def split_rows(split: str, make: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[], Iterator[dict]]:
-        return lambda: (make(v) for v in videos.rows() if v["split"] == split)
-
     def yc2_file(split: str, raw: bool) -> Callable[[Path], None]:
         def write(path: Path) -> None:
             items = (next(iter(schema.to_yc2_format([v], raw=raw).items())) for v in videos.rows()
@@ -181,9 +179,13 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
     if not count_rows(videos):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
+    # per-video configs are made one work shard at a time and cached (core/release_parts.py): an edit of one video
+    # re-encodes its shard's rows only
     spec.rows = {
-        "default": {s: split_rows(s, default_row) for s in schema.SPLITS["default"]},
-        "raw_asr": {s: split_rows(s, raw_asr_row) for s in schema.SPLITS["raw_asr"]},
+        "default": ShardedRows(videos, lambda rows: ((v["split"], default_row(v)) for v in rows
+                                                     if v["split"] in schema.SPLITS["default"])),
+        "raw_asr": ShardedRows(videos, lambda rows: ((v["split"], raw_asr_row(v)) for v in rows
+                                                     if v["split"] in schema.SPLITS["raw_asr"])),
         "recipes": {"train": lambda: recipe_rows(result, scan().top1, spec.scratch_dir())},
     }
 
