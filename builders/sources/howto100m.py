@@ -1,4 +1,4 @@
-"""Readers of HowTo100M metadata and its side files (spec ``sieve_swap.md`` §2.1–2.2, §6).
+"""Readers of HowTo100M metadata and its side files (docs/corpora/sieve_swap.md).
 
 - ``HowTo100M_v1.csv``: ``video_id,category_1,category_2,rank,task_id`` (also a CSV or JSONL with at least
   ``video_id``);
@@ -6,7 +6,7 @@
 - ``video_titles``: CSV ``video_id,title`` or JSONL ``{"video_id", "title"}``;
 - ``video_durations``: CSV ``video_id,duration`` or YouCook2-style ``vid_id,duration,total_frame``.
 
-The paper (``../shared/papers/004_7a7f59c04c52b84c.txt`` §4.2) starts from HowTo100M cooking videos, their task names
+The paper (Batra et al., ECCV 2024, §4.2) starts from HowTo100M cooking videos, their task names
 and titles. Every reader streams, validates each record and turns a bad one into a :class:`Drop` with a named reason;
 a missing file or an unusable header is a configuration error (``FileNotFoundError`` / ``ValueError``) raised at call
 time, before any row is read. The generic line / CSV / JSONL helpers here are shared by the other source readers.

@@ -1,5 +1,5 @@
 """Web pages as *page records*: byte decoding shared with the WARC reader, and a reader of a directory of
-``<key>.html`` / ``<key>.html.gz`` files (spec ``marc.md`` §2.1; the fixture ``../shared/data/recipe_pages/``).
+``<key>.html`` / ``<key>.html.gz`` files (docs/corpora/marc.md; the ``recipe_pages/`` fixture of tests/fixtures.json).
 
 A page record is the input of the Schema.org Recipe extraction (:mod:`builders.sources.schema_org`, spec §2.2, §3.1),
 the same shape whichever reader made it::
@@ -74,7 +74,7 @@ def meta_charset(body: bytes) -> str | None:
 
 def decode_html(body: bytes, declared_charset: str | None = None) -> tuple[str, str]:
     """``(text, codec)``: ``body`` decoded by BOM, else the HTTP charset, else ``<meta charset>``, else UTF-8
-    (spec ``marc.md`` §2.1), with replacement characters for undecodable bytes."""
+    (docs/corpora/marc.md), with replacement characters for undecodable bytes."""
     for bom, name in _BOMS:
         if body.startswith(bom):
             return body[len(bom):].decode(name, errors="replace"), name

@@ -1,7 +1,7 @@
-"""Streaming reader of RecipeNLG ``full_dataset.csv`` (spec ``sieve_swap.md`` §2.4, §6).
+"""Streaming reader of RecipeNLG ``full_dataset.csv`` (docs/corpora/sieve_swap.md).
 
 RecipeNLG is the text-recipe collection R that the paper sieves videos against and swaps transcript segments
-with (``../shared/papers/004_7a7f59c04c52b84c.txt`` §4.2). The CSV has 2,231,142 rows (~2.2 GB) with header
+with (Batra et al., ECCV 2024, §4.2). The CSV has 2,231,142 rows (~2.2 GB) with header
 ``,title,ingredients,directions,link,source,NER``; the first, unnamed column is the integer row id (``recipe_id``) and
 ``ingredients``/``directions``/``NER`` are JSON-encoded lists of strings inside quoted fields.
 

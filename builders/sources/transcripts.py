@@ -1,8 +1,8 @@
-"""Readers of timed transcripts: HowTo100M ``raw_caption.json`` and WhisperX per-video JSON (spec ``sieve_swap.md``
-§2.3, §6).
+"""Readers of timed transcripts: HowTo100M ``raw_caption.json`` and WhisperX per-video JSON
+(docs/corpora/sieve_swap.md, "Inputs").
 
 Both give a :class:`Transcript` of ``(start, end, text)`` segments in seconds, the input of the sieve and swap of
-the paper (``../shared/papers/004_7a7f59c04c52b84c.txt`` §4.2: transcript segments keep their ASR timestamps).
+the paper (Batra et al., ECCV 2024, §4.2: transcript segments keep their ASR timestamps).
 The raw-caption file is large (one JSON object over all videos), so :func:`split_raw_captions` streams it once with
 ``ijson`` into blocks of 1,000 videos with an id index (:class:`SplitIndex`); the stores then read one video at a
 time. A video that cannot be read

@@ -1,4 +1,4 @@
-"""MARC video recipe candidates: ``video_candidates.jsonl`` (``../shared/specs/marc.md`` §2.3, §3.5).
+"""MARC video recipe candidates: ``video_candidates.jsonl`` (docs/corpora/marc.md).
 
 One line per search result ``{"dish_id", "query", "rank", "video_id", "title"}`` (query = dish name + " recipe",
 produced outside the toolkit). Malformed lines are named drops (``malformed_candidate``); a video listed twice for one

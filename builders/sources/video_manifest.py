@@ -1,4 +1,4 @@
-"""The ShowHowTo video manifest and its transcripts (``../shared/specs/showhowto.md`` §2, §4, §10).
+"""The ShowHowTo video manifest and its transcripts (docs/corpora/showhowto.md).
 
 Manifest: CSV (header) or JSONL, one row per video: ``video_id`` (YouTube id, 11 characters of ``[A-Za-z0-9_-]``),
 ``video_path`` (a local file; relative paths are read from the manifest's folder), ``title`` (may be empty) and an

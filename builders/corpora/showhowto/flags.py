@@ -1,5 +1,5 @@
 """The ``showhowto`` command line: input flags, their config keys, and the bundled sample when none is given
-(``../shared/specs/showhowto.md`` §2, §9)."""
+(docs/corpora/showhowto.md)."""
 
 from __future__ import annotations
 

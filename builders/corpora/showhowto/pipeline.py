@@ -1,4 +1,4 @@
-"""The ShowHowTo pipeline (``../shared/specs/showhowto.md`` §3; paper 003 Sec. 3): one ``videos`` pipeline.
+"""The ShowHowTo pipeline (docs/corpora/showhowto.md; Souček et al., CVPR 2025, Sec. 3): one ``videos`` pipeline.
 
     read_manifest (+ HowTo100M metadata) -> probe -> transcribe (transcript or ASR) -> llm_filter -> length_gate
     -> llm_keysteps -> keyframe_alignment -> extract_images (images config only)

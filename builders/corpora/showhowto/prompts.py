@@ -1,4 +1,4 @@
-"""The two ShowHowTo prompts as versioned package data (``../shared/specs/showhowto.md`` §5; paper 003 App. A,
+"""The two ShowHowTo prompts as versioned package data (docs/corpora/showhowto.md; Souček et al., CVPR 2025, App. A,
 Fig. 19 (filter) and Fig. 20 (key steps)).
 
 The texts in ``prompts/<id>.txt`` are the project's own writing after the layout the paper's figures and the upstream

@@ -1,4 +1,4 @@
-"""ShowHowTo stage 1 (``../shared/specs/showhowto.md`` §3-§4; paper 003 Sec. 3 "WhisperX transcripts"): probe each
+"""ShowHowTo stage 1 (docs/corpora/showhowto.md; Souček et al., CVPR 2025, Sec. 3 "WhisperX transcripts"): probe each
 video (container duration, streams), then its supplied transcript or ASR of its audio.
 
 ASR reuses HowToStep's backends (faster-whisper tiny.en on CPU, WhisperX large-v2 on GPU) and the build's request

