@@ -349,7 +349,24 @@ def _histogram(tally: Tally, *, title: str, xlabel: str, unit: str = "", integer
     ax.set_title(_mpl(title))
     ax.set_xlabel(_mpl(xlabel))
     ax.set_ylabel("count")
+    _integer_counts(ax)
     return _img(_png(fig), title, f"{title}: mean {mean:.2f}{unit} over {n:,} values")
+
+
+def _integer_counts(ax: Any) -> None:
+    """Counts are whole numbers: no 0.5 ticks on a count axis."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _trim_empty_bins(edges: list[float], counts: list[int]) -> tuple[list[float], list[int]]:
+    """A fixed-bin histogram without its leading and trailing empty bins (a 0-500 axis for data in 0-30 shows 0-30)."""
+    nonzero = [i for i, c in enumerate(counts) if c]
+    if not nonzero:
+        return edges, counts
+    lo, hi = nonzero[0], nonzero[-1] + 1
+    return edges[lo:hi + 1], counts[lo:hi]
 
 
 def _binned(title: str, hist: Mapping[str, Any]) -> str:
@@ -357,12 +374,14 @@ def _binned(title: str, hist: Mapping[str, Any]) -> str:
     edges, counts = list(hist.get("edges") or []), list(hist.get("counts") or [])
     if len(edges) != len(counts) + 1 or not sum(counts):
         return _nodata(title)
+    edges, counts = _trim_empty_bins(edges, counts)
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
     widths = [b - a for a, b in itertools.pairwise(edges)]
     ax.bar(edges[:-1], counts, width=widths, align="edge", color=_BLUE, edgecolor="white")
     ax.set_title(_mpl(title))
     ax.set_ylabel("count")
+    _integer_counts(ax)
     return _img(_png(fig), title, f"{title}: {sum(counts):,} values")
 
 

@@ -120,3 +120,14 @@ def test_tally_merge_equals_one_pass(kw):
     b.add({"duration": 20.0, "segments": []})
     a.merge(b)
     assert a.videos == 2 and a.video_durations.mean == 15.0 and a.segments_per_video.values()[1].tolist() == [1, 1]
+
+
+def test_a_fixed_bin_histogram_is_drawn_over_the_bins_that_hold_data():
+    """Narrations per video are tallied in 50 bins over 0-500; data in 0-30 is drawn over 0-30, not 0-500."""
+    from builders.core.report import _trim_empty_bins
+
+    edges = [float(e) for e in range(0, 510, 10)]
+    counts = [0] * 50
+    counts[0], counts[2] = 4, 1
+    assert _trim_empty_bins(edges, counts) == ([0.0, 10.0, 20.0, 30.0], [4, 0, 1])
+    assert _trim_empty_bins([0.0, 1.0], [0]) == ([0.0, 1.0], [0])
