@@ -249,6 +249,12 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: ShowHowToConfi
         "filter_prompt": m["prompts"]["filter"], "keysteps_prompt": m["prompts"]["keysteps"],
         "llm": m["llm"]["model_id"], "prompt_format": cfg.prompt_format, "aligner": m["aligner"]["aligner"],
         "aligner_model": m["aligner"]["model"], "epsilon": str(cfg.epsilon), "fps": str(cfg.fps),
+        "keyframe_method": (
+            "the frame nearest each interval's midpoint, order kept (aligner `middle`: no CLIP weights were configured; "
+            "the paper's dynamic programme over CLIP similarities runs with `--set aligner=clip`)."
+            if m["aligner"]["aligner"] == "middle" else
+            "chosen by a dynamic programme that keeps the steps' order and maximises the total CLIP similarity "
+            f"(aligner `{m['aligner']['aligner']}`, model {m['aligner']['model']}; Souček et al., CVPR 2025, App. A)."),
         "min_steps": str(cfg.min_steps), "on_ambiguous": cfg.on_ambiguous,
         "filter_mode_note": ("**In this build the filter's answers were recorded but not applied** (`filter_mode="
                              f"record`: {hs['filter']['kept_despite_no']} videos answered No were kept)."

@@ -80,6 +80,8 @@ def test_statistics_of_spec_section_1(sample):
     assert stats(sample)["histograms"] == {}  # the report draws them once, as its own charts
     report = (sample / "report.html").read_text()
     assert report.count("words per step: mean") == 1 and "steps per sequence" not in report
+    card = (sample / "README.md").read_text()  # the sample's keyframes come from the middle aligner: said once
+    assert "aligner `middle`" in card and "dynamic programme" not in card.split("**Keyframes**")[1].split("\n5.")[0]
 
 
 def test_the_release_loads_with_its_features(sample, tmp_path):
