@@ -1,7 +1,7 @@
 """Write a release folder: Parquet shards per config and split, the README with ``configs:`` and
-``dataset_info:``, and the release gate that loads it back offline (specs/releases.md §1, §4-§6).
+``dataset_info:``, and the release gate that loads it back offline (docs/publishing.md, "The release folder").
 
-Layout (releases.md §1)::
+Layout (docs/publishing.md)::
 
     <root>/README.md
     <root>/<config>/<split>-00000-of-00002.parquet
@@ -71,11 +71,11 @@ _SHARD_RE = re.compile(r"^(?P<split>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.parquet$")
 
 
 class ReleaseGateError(RuntimeError):
-    """A release folder is incomplete or does not load as declared (releases.md §5)."""
+    """A release folder is incomplete or does not load as declared (docs/publishing.md)."""
 
 
 def shard_name(split: str, i: int, n: int) -> str:
-    """Deterministic shard file name ``<split>-{i:05d}-of-{n:05d}.parquet`` (releases.md §1)."""
+    """Deterministic shard file name ``<split>-{i:05d}-of-{n:05d}.parquet`` (docs/publishing.md)."""
     return f"{split}-{i:05d}-of-{n:05d}.parquet"
 
 
@@ -113,7 +113,7 @@ MEDIA_BATCH_ROWS = 100
 #: a row group closes at this many rows or this many Arrow bytes, whichever comes first
 ROW_GROUP_ROWS = 100_000
 ROW_GROUP_BYTES = 64 << 20
-#: a shard closes at ``max_rows_per_shard`` rows or at this many (uncompressed Arrow) bytes (releases.md §1: ~500 MB)
+#: a shard closes at ``max_rows_per_shard`` rows or at this many (uncompressed Arrow) bytes (docs/publishing.md: ~500 MB)
 MAX_SHARD_BYTES = 500 << 20
 
 RowSource = Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]
@@ -123,7 +123,7 @@ _PART_RE = re.compile(r"^\.(?P<split>.+)-(?P<i>\d{5})\.parquet\.part$")
 
 
 def _check_batch(rows: list[Mapping[str, Any]], want: set[str], offset: int) -> None:
-    """Every row must have exactly the declared top-level fields (ARCHITECTURE.md: rows match the Features)."""
+    """Every row must have exactly the declared top-level fields (docs/architecture.md, "The release step": rows match the Features)."""
     for idx, row in enumerate(rows, offset):
         keys = set(row)
         if keys != want:
@@ -143,7 +143,7 @@ def encode_rows(rows: list[Mapping[str, Any]], features: Features, *, embed: boo
 
     The same encoding as ``Dataset.from_list(rows, features=features)`` (``Features.encode_column`` and
     ``OptimizedTypedSequence``), then ``embed_table_storage`` when a feature holds media (an ``Image`` given by path
-    gets its bytes, releases.md §2).
+    gets its bytes, docs/publishing.md).
     """
     from datasets.arrow_writer import OptimizedTypedSequence
 
@@ -229,7 +229,7 @@ def write_split_stream(
     batch_rows: int | None = None,
     keep_empty: bool = True,
 ) -> list[Path]:
-    """Stream ``rows`` into ``<root>/<config>/<split>-{i:05d}-of-{n:05d}.parquet`` (releases.md §1, §6).
+    """Stream ``rows`` into ``<root>/<config>/<split>-{i:05d}-of-{n:05d}.parquet`` (docs/publishing.md).
 
     Rows are taken ``batch_rows`` at a time (1,000; 100 when a feature holds media), checked against the features,
     encoded to Arrow (``encode_rows``) and appended to the open shard; a shard closes after ``max_rows_per_shard``
@@ -382,7 +382,7 @@ def write_split(
     max_rows_per_shard: int = 50_000,
     resume: bool = False,
 ) -> list[Path]:
-    """Write a list of ``rows`` as ``<root>/<config>/<split>-{i:05d}-of-{n:05d}.parquet`` (releases.md §6).
+    """Write a list of ``rows`` as ``<root>/<config>/<split>-{i:05d}-of-{n:05d}.parquet`` (docs/publishing.md).
 
     A thin wrapper over ``write_split_stream`` for rows already in memory: ``n = max(1, ceil(len(rows) /
     max_rows_per_shard))`` and shard ``i`` holds ``rows[i*max_rows_per_shard:(i+1)*max_rows_per_shard]`` (no byte
@@ -416,7 +416,7 @@ def write_split(
 
 
 def split_info(root: str | os.PathLike, config: str, split: str) -> SplitInfo:
-    """``SplitInfo`` computed from the shard files on disk (releases.md §5).
+    """``SplitInfo`` computed from the shard files on disk (docs/publishing.md).
 
     Raises ``ReleaseGateError`` when the split has no shards, shards with different totals, or a missing index.
     """
@@ -459,7 +459,7 @@ _SIZE_CATEGORIES = [
 
 
 def size_category(num_rows: int) -> str:
-    """The Hub's ``size_categories`` value for a total row count (releases.md §4)."""
+    """The Hub's ``size_categories`` value for a total row count (docs/publishing.md)."""
     for bound, name in _SIZE_CATEGORIES:
         if num_rows < bound:
             return name
@@ -476,7 +476,7 @@ def _check_layout(
     if default_config not in features_by_config:
         raise ValueError(f"default config {default_config!r} is not among {sorted(features_by_config)}")
     if "data" in features_by_config:
-        raise ValueError("config name 'data' is reserved by push_to_hub (releases.md §1)")
+        raise ValueError("config name 'data' is reserved by push_to_hub (docs/publishing.md)")
     for cfg, splits in splits_by_config.items():
         if not splits or len(set(splits)) != len(splits):
             raise ValueError(f"config {cfg!r} needs distinct, non-empty splits, got {splits}")
@@ -521,7 +521,7 @@ def write_readme(
 ) -> Path:
     """Write ``<root>/README.md``: YAML header (card fields, ``configs:``, ``dataset_info:``) + title + body.
 
-    Built with datasets' own helpers exactly as releases.md §4: ``MetadataConfigs`` (one config per folder, data_files
+    Built with datasets' own helpers exactly as docs/publishing.md: ``MetadataConfigs`` (one config per folder, data_files
     ``<config>/<split>-*``, ``default: true`` on ``default_config``), ``DatasetInfosDict`` (features and split sizes
     from the files on disk, §5) and ``DatasetCardData``; ``size_categories`` from the total row count.
     The shards must be written first. Returns the README path.
@@ -573,7 +573,7 @@ def write_readme(
 
 @contextlib.contextmanager
 def _hub_offline() -> Iterator[None]:
-    """``HF_HUB_OFFLINE=1`` for the duration of the block, then restored (releases.md §5, §9a).
+    """``HF_HUB_OFFLINE=1`` for the duration of the block, then restored (docs/publishing.md).
 
     The variable is read at import time, so the already-imported constants are switched as well.
     """
@@ -604,7 +604,7 @@ def gate(
     default_config: str,
     cache_dir: str | os.PathLike | None = None,
 ) -> dict[str, dict[str, int]]:
-    """The release gate of releases.md §5, run before any upload. Returns ``{config: {split: num_rows}}``.
+    """The release gate of docs/publishing.md. Returns ``{config: {split: num_rows}}``.
 
     1. every ``<split>-{i:05d}-of-{n:05d}.parquet`` exists for ``i`` in ``0..n-1``, one ``n`` per split, and no split
        is empty;
@@ -626,7 +626,7 @@ def gate(
     from datasets.inspect import get_dataset_default_config_name
 
     _check_layout(features_by_config, splits_by_config, default_config)
-    root = Path(root).resolve()  # an absolute path forces a local load (releases.md §7)
+    root = Path(root).resolve()  # an absolute path forces a local load (docs/publishing.md)
     if not (root / "README.md").is_file():
         raise ReleaseGateError(f"{root} has no README.md")
 
@@ -698,7 +698,7 @@ def gate(
 
 
 def render_card(template_path: str | os.PathLike, context: Mapping[str, Any]) -> str:
-    """Fill a card template's ``$placeholders`` with ``string.Template.safe_substitute`` (no Jinja, releases.md §4).
+    """Fill a card template's ``$placeholders`` with ``string.Template.safe_substitute`` (no Jinja, docs/publishing.md).
 
     Unknown placeholders are left as they are; ``$$`` is a literal dollar sign.
     """
@@ -735,7 +735,7 @@ def _json_default(obj: Any) -> Any:
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` as JSON (sorted keys, indent 2) via a hidden temp file and ``os.replace`` (releases.md §6).
+    """Write ``obj`` as JSON (sorted keys, indent 2) via a hidden temp file and ``os.replace`` (docs/publishing.md).
 
     Used for ``stats.json`` and ``manifest.json``. Numpy scalars/arrays, sets and paths are converted.
     """

@@ -11,7 +11,7 @@ A stage's fingerprint chains the previous stage's fingerprint with the step's na
 fingerprints of the files it declares (``input_paths``) and those of the pipelines it reads (``side_inputs``); a
 source's fingerprint hashes its input files. Each shard records the digest of the input shard it was computed from, so
 a rerun skips exactly the shards whose input is unchanged and a killed build resumes at the first missing shard
-(specs/sieve_swap.md §3.7). A global stage's ``fit`` runs once per (fingerprint, input digests), writes its artefacts
+(docs/architecture.md, "Caching and resume"). A global stage's ``fit`` runs once per (fingerprint, input digests), writes its artefacts
 to its own stage folder and hands later steps a small JSON state that names them.
 """
 

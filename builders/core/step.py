@@ -1,5 +1,5 @@
 """The building blocks of a pipeline: a :class:`Source` that lists raw inputs as cheap work items, and a :class:`Step`
-that maps a batch of rows to kept rows, drops and counters (ARCHITECTURE.md "How data flows").
+that maps a batch of rows to kept rows, drops and counters (docs/architecture.md, "Steps, pipelines and runners").
 
 A step is pure given its input rows, its config, the files it declares (:meth:`Step.input_paths`, fingerprinted by
 content) and its fitted artefact, so its output is cached per shard under (input fingerprint, step name, step version,
@@ -191,7 +191,7 @@ REQUEST_CACHE_FILE = "requests.sqlite"
 
 
 class CacheDirStep(Step):
-    """A step that needs the build's per-request cache (ASR, LLM: ARCHITECTURE.md "Requests to models"): its trivial
+    """A step that needs the build's per-request cache (ASR, LLM: docs/architecture.md, "Caching and resume"): its trivial
     ``fit`` names the cache folder (keyed by its input's digest, so it costs nothing on a rerun)."""
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:

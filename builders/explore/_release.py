@@ -1,7 +1,7 @@
 """Reading a release folder for the explorer: its Parquet shards, a deterministic sample and look-ups by id.
 
 A release is ``<config>/<split>-xxxxx-of-yyyyy.parquet`` + ``stats.json`` + ``manifest.json`` + ``README.md``
-(ARCHITECTURE.md "Release"). The explorer never reads a whole config into Python: it reads the id column of row
+(docs/architecture.md, "The release step"). The explorer never reads a whole config into Python: it reads the id column of row
 groups, picks rows by a seeded hash, and decodes only the row groups (and columns) that hold picked rows. The sample
 touches at most ``ceil(n / PER_GROUP)`` row groups of the sampled configs (plus as many as needed to fill ``n``), so
 its cost is bounded by ``n``, not by the corpus (HTM-370K size included).
