@@ -73,14 +73,39 @@ def shard_done(stage_dir: Path, i: int, input_digest: str | None = None) -> bool
         return False
 
 
+def _named(err: BaseException, path: Path) -> BaseException:
+    """``err`` again, of its own type where possible, with a message that names the shard file (a corrupt or cut
+    Parquet file; pyarrow's own message does not say which file)."""
+    message = (f"{path}: unreadable Parquet shard ({type(err).__name__}: {str(err)[:300]}); "
+               "remove it or rerun with --fresh")
+    try:
+        return type(err)(message)
+    except Exception:  # noqa: BLE001 - an exception type that takes other arguments
+        return OSError(message)
+
+
+def _read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise _named(err, path) from err
+
+
 def read_rows(stage_dir: Path, i: int, columns: list[str] | None = None) -> list[Row]:
     path = stage_dir / f"{shard_name(i)}.parquet"
     if columns is not None:  # read only the columns asked for (the file's other columns are never decoded)
-        names = set(pq.read_schema(path).names)
+        try:
+            names = set(pq.read_schema(path).names)
+        except (pa.ArrowException, OSError) as err:
+            if isinstance(err, FileNotFoundError):
+                raise
+            raise _named(err, path) from err
         if not names:
             return []
-        return pq.read_table(path, columns=[c for c in columns if c in names]).to_pylist()
-    table = pq.read_table(path)
+        return _read_table(path, [c for c in columns if c in names]).to_pylist()
+    table = _read_table(path)
     if table.num_columns == 0:
         return []
     return table.to_pylist()
@@ -91,7 +116,7 @@ def read_drops(stage_dir: Path, i: int) -> list[dict[str, str]]:
     path = stage_dir / f"{shard_name(i)}.drops.parquet"
     if not path.exists():
         return []
-    return pq.read_table(path).to_pylist()
+    return _read_table(path).to_pylist()
 
 
 def read_stats(stage_dir: Path, i: int) -> dict[str, Any]:

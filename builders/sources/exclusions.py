@@ -27,6 +27,7 @@ from builders.sources.howto100m import (
     read_csv_header,
     require_file,
 )
+from builders.sources.safe_open import read_input_bytes, whole_input_error
 from builders.sources.transcripts import is_valid_video_id
 
 logger = logging.getLogger(__name__)
@@ -34,9 +35,16 @@ logger = logging.getLogger(__name__)
 ID_COLUMNS = ("video_id", "vid_id")
 
 
+MAX_JSON_LIST_BYTES = 256 << 20  # an exclusion json (YouCook2's annotations are 4 MB); more is not such a list
+
+
 def _ids_from_json(path: Path) -> Iterator[Any]:
     try:
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+        raw = read_input_bytes(path, max_bytes=MAX_JSON_LIST_BYTES, what="exclusion list")
+    except OSError as err:
+        raise whole_input_error(err, path, "exclusion list") from None
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise InputError(f"{path}: exclusion list is not valid JSON: {' '.join(str(err).split())[:200]}") from None
     if isinstance(data, dict) and isinstance(data.get("database"), dict):
@@ -53,7 +61,7 @@ def _ids_from_csv(path: Path) -> Iterator[Any]:
     column = next((header.index(name) for name in ID_COLUMNS if name in header), None)
     if column is None:
         raise InputError(f"{path}: no video_id / vid_id column in header {header}")
-    records = iter_csv_records(path, multiline=False)
+    records = iter_csv_records(path, header_columns=True)
     next(records)  # the header
     for rec in records:
         yield rec.value[column].strip() if not rec.problem and len(rec.value) > column else None
@@ -83,7 +91,7 @@ def read_exclusion_ids(paths: Iterable[str | Path]) -> set[str]:
     unrecognised JSON shape, invalid JSON or a CSV without an id column raises
     :class:`~builders.core.errors.InputError` (exit 2 before any work: the corpora call this when checking inputs).
     """
-    files = [require_file(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
+    files = [require_file(p, "exclusion list") for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
     ids: set[str] = set()
     for path in files:
         invalid = 0

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from builders.core.errors import InputError
 from builders.core.records import Drop, Row
+from builders.sources.safe_open import check_regular_file, open_input, whole_input_error
 from builders.sources.transcripts import is_valid_video_id
 
 STAGE = "read_metadata"
@@ -46,12 +47,29 @@ _UNDECODABLE_RE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, ke
 # --------------------------------------------------------------------------------------------- generic helpers
 
 
-def require_file(path: str | Path) -> Path:
-    """Return ``path`` as a Path, or raise ``FileNotFoundError`` when it is not an existing file."""
+def require_file(path: str | Path, what: str = "input file") -> Path:
+    """Return ``path`` as a Path when it is an existing regular file (links followed): ``FileNotFoundError`` when it
+    does not exist, :class:`InputError` (exit 2, one line) for a FIFO, a device, a directory or a loop of links
+    (``builders/sources/safe_open.py``, docs/reason-codes.md)."""
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"input file not found: {p}")
+    try:
+        check_regular_file(p, what)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} not found: {p}") from None
+    except OSError as err:
+        raise whole_input_error(err, p, what) from None
     return p
+
+
+def open_whole_input(path: str | Path, *, text: bool = False, what: str = "input file", **kwargs: Any) -> IO[Any]:
+    """:func:`~builders.sources.safe_open.open_input` of a whole input (a manifest, a CSV, a JSONL file), streamed
+    without a byte cap: a file that is not a regular file is an :class:`InputError` naming it (exit 2)."""
+    try:
+        return open_input(path, max_bytes=None, what=what, text=text, **kwargs)  # type: ignore[call-overload]
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} not found: {path}") from None
+    except OSError as err:
+        raise whole_input_error(err, path, what) from None
 
 
 def raise_csv_field_limit() -> int:
@@ -86,6 +104,7 @@ class Record:
     line_no: int
     value: Any
     problem: str = ""
+    line: str = ""  # the raw first line of a record whose fields could not be split (an unterminated quote)
 
 
 class _RecordTooLarge(Exception):
@@ -160,7 +179,7 @@ def _field_problem(fields: list[str], max_field_chars: int) -> str:
 
 def iter_csv_records(
     path: str | Path, *, delimiter: str = ",", max_field_chars: int = MAX_FIELD_CHARS, multiline: bool = True,
-    columns: int | None = None,
+    columns: int | None = None, header_columns: bool = False,
 ) -> Iterator[Record]:
     """Stream the non-blank records of a UTF-8 CSV file (header included) as :class:`Record` of ``list[str]``.
 
@@ -171,11 +190,16 @@ def iter_csv_records(
     not, that runs to the end of the file inside a quote, or (with ``columns``) that spans lines and has another
     number of columns, is an unterminated quote: its first line alone becomes a record with that ``problem`` and
     reading resumes at the line after it, so one stray ``"`` never swallows the rows after it.
+
+    ``header_columns``: the first record is the header, read on its line alone, and its field count is ``columns``
+    for the records after it: a quoted field holding a line break (a title written over two lines) is data, read with
+    the csv module's own quoting, while a quote left open still costs only its own line.
     """
     raise_csv_field_limit()
-    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
-        lines = _CappedLines(f, cap=8 * max_field_chars, multiline=multiline)
+    with open_whole_input(path, text=True, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+        lines = _CappedLines(f, cap=8 * max_field_chars, multiline=multiline and not header_columns)
         reader = csv.reader(lines, delimiter=delimiter)
+        header_pending = header_columns
         while True:
             lines.new_record()
             try:
@@ -196,6 +220,8 @@ def iter_csv_records(
                 reader = csv.reader(lines, delimiter=delimiter)
                 continue
             if fields:
+                if header_pending:  # the header read on its own line: its width bounds the records after it
+                    header_pending, columns, lines.multiline = False, len(fields), multiline
                 yield Record(lines.record_start, fields, _field_problem(fields, max_field_chars))
 
 
@@ -209,7 +235,8 @@ def _resync(lines: _CappedLines, problem: str, unterminated: bool = False) -> It
                    f"{' (end of file)' if lines.eof_in_record else ''}{f'; {problem}' if problem else ''}; "
                    f"this line is dropped, reading resumes at line {start + 1}")
         lines.push_back(rest, start + 1)
-    yield Record(start, None, problem)
+    first = lines.record_lines[0] if lines.record_lines else ""
+    yield Record(start, None, problem, first[:MAX_LINE_BYTES])
 
 
 def read_csv_header(path: str | Path, *, delimiter: str = ",") -> list[str]:
@@ -217,8 +244,20 @@ def read_csv_header(path: str | Path, *, delimiter: str = ",") -> list[str]:
     for record in iter_csv_records(path, delimiter=delimiter, multiline=False):
         if record.problem:
             raise InputError(f"{path}: unreadable header line ({record.problem})")
-        return [name.strip() for name in record.value]
+        return check_unique_header(path, [name.strip() for name in record.value])
     raise InputError(f"{path}: empty file, no header")
+
+
+def check_unique_header(path: str | Path, header: list[str]) -> list[str]:
+    """``header`` when no column name appears twice; else :class:`InputError` naming the repeated column (a row
+    would silently take the last column of that name; docs/reason-codes.md: an unusable whole input stops the build)."""
+    seen: set[str] = set()
+    for name in header:
+        if name and name in seen:
+            raise InputError(f"{path}: the header names column {name!r} twice ({','.join(header)[:200]}): "
+                             "rename or remove one")
+        seen.add(name)
+    return header
 
 
 def iter_text_lines(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[Record]:
@@ -226,7 +265,7 @@ def iter_text_lines(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -
 
     A line over ``max_line_bytes`` or with non-UTF-8 bytes comes with a ``problem`` and value ``None``.
     """
-    with open(path, "rb") as f:
+    with open_whole_input(path) as f:
         line_no = 0
         while raw := f.readline(max_line_bytes + 1):
             line_no += 1
@@ -263,7 +302,7 @@ def is_jsonl(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix.lower() in JSONL_SUFFIXES:
         return True
-    with open(p, "rb") as f:
+    with open_whole_input(p) as f:
         head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
     return head.startswith(b"{")
 
@@ -302,13 +341,31 @@ def _metadata_drop(item_id: str, detail: str) -> Drop:
     return Drop(item_id, STAGE, "malformed_metadata_row", detail)
 
 
+def row_id_guess(rec: Record, id_col: int, delimiter: str = ",") -> str:
+    """The video id of a record that has a problem, when it can be told for sure: its id field when the fields were
+    split, else (an unterminated quote) the id field of its raw line when it lies before the opening quote; only a
+    valid YouTube id is returned, else ``""`` (the caller then names the row by its ordinal)."""
+    if rec.value is not None:
+        fields = list(rec.value)
+    else:
+        before_quote = rec.line.split('"', 1)[0]
+        fields = before_quote.split(delimiter)[:-1]  # the last piece holds the quote: not a whole field
+    guess = fields[id_col].strip() if len(fields) > id_col else ""
+    return guess if is_valid_video_id(guess) else ""
+
+
 def _metadata_from_csv(path: Path, header: list[str]) -> Iterator[Row | Drop]:
-    records = iter_csv_records(path, multiline=False)
+    records = iter_csv_records(path, header_columns=True)
     next(records)  # the header, checked by the caller
     id_col = header.index("video_id")
     for ordinal, rec in enumerate(records):
         fields = rec.value or []
-        guess = fields[id_col].strip() if len(fields) > id_col and not rec.problem else ""
+        if rec.value is None:  # an unterminated quote: the id before the quote still names the row
+            guess = row_id_guess(rec, id_col)
+        elif rec.problem:
+            guess = ""
+        else:
+            guess = fields[id_col].strip() if len(fields) > id_col else ""
         item_id = guess or f"row:{ordinal}"
         if rec.problem:
             yield _metadata_drop(item_id, f"line {rec.line_no}: {rec.problem}")
@@ -414,7 +471,7 @@ def _title_records(path: Path, columns: tuple[int, int, int] | None) -> Iterator
             yield rec.line_no, value.get("video_id"), value.get("title"), problem
         return
     id_col, title_col, n_cols = columns
-    records = iter_csv_records(path, multiline=False)
+    records = iter_csv_records(path, header_columns=True)
     next(records)  # the header
     for rec in records:
         if rec.problem or len(rec.value) != n_cols:
@@ -494,7 +551,7 @@ def read_durations(path: str | Path) -> tuple[dict[str, float], list[Drop]]:
     id_col, dur_col = header.index(id_name), header.index("duration")
     durations: dict[str, float] = {}
     drops: list[Drop] = []
-    records = iter_csv_records(p, multiline=False)
+    records = iter_csv_records(p, header_columns=True)
     next(records)  # the header
     for rec in records:
         try:

@@ -147,11 +147,16 @@ def list_pages(directory: str | Path) -> list[tuple[str, Path]]:
 def read_page_bytes(path: Path, max_bytes: int = MAX_PAGE_BYTES) -> bytes:
     """At most ``max_bytes + 1`` bytes of a page file, un-gzipped when its name ends in ``.gz``.
 
-    Raises ``OSError`` / ``EOFError`` / ``zlib.error`` for unreadable or broken files.
+    Raises ``OSError`` / ``EOFError`` / ``zlib.error`` for unreadable or broken files, and
+    :class:`~builders.sources.safe_open.NotRegularFile` (an ``OSError``) for a FIFO, a device or a directory.
     """
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return f.read(max_bytes + 1)
+    from .safe_open import open_input
+
+    with open_input(path, max_bytes=None, what="page") as raw:  # a FIFO or a device: refused unread, never a hang
+        if not path.name.endswith(".gz"):
+            return raw.read(max_bytes + 1)
+        with gzip.GzipFile(fileobj=raw, mode="rb") as f:  # the decoded bytes are capped: a gzip bomb reads max + 1
+            return f.read(max_bytes + 1)
 
 
 def read_page(key: str, path: str | Path, max_bytes: int = MAX_PAGE_BYTES) -> Row | Drop:

@@ -105,20 +105,11 @@ def json_nesting_depth(chunks: Iterable[bytes], limit: int | None = None) -> int
 
 
 def load_transcript_json(path: Path) -> Any:
-    """Parse one per-video transcript file: ``no_transcript`` when absent; ``malformed_transcript`` when bigger than
-    ``transcripts.MAX_TRANSCRIPT_BYTES``, nested deeper than :data:`MAX_JSON_DEPTH`, unreadable or invalid JSON."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise TranscriptError(NO_TRANSCRIPT, f"no file {path.name}") from None
+    """Parse one per-video transcript file: ``no_transcript`` when absent; ``malformed_transcript`` when more than
+    ``transcripts.MAX_TRANSCRIPT_BYTES`` bytes are read (a FIFO or a device is refused unread), nested deeper than
+    :data:`MAX_JSON_DEPTH`, unreadable or invalid JSON (``builders/sources/safe_open.py``)."""
     cap = transcripts.MAX_TRANSCRIPT_BYTES  # read at call time (tests lower it)
-    if size > cap:
-        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: {size} bytes > {cap}")
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: unreadable: {err}") from None
-    return parse_transcript_bytes(path.name, data)
+    return parse_transcript_bytes(path.name, transcripts.read_transcript_file(path, cap))
 
 
 def parse_transcript_bytes(name: str, data: bytes) -> Any:

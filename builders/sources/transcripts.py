@@ -26,6 +26,14 @@ from typing import Any
 import ijson
 
 from builders.core.errors import InputError
+from builders.sources.safe_open import (
+    InputTooLarge,
+    NotRegularFile,
+    check_regular_file,
+    open_input,
+    read_input_bytes,
+    whole_input_error,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +96,7 @@ def _check_json_object_file(path: Path) -> None:
     """A whole-file check of ``raw_caption.json`` (spec §2.3), before any work: it must start a JSON object whose
     first entry parses (``{}`` is a valid, empty file). Raises :class:`~builders.core.errors.InputError` naming the
     problem (empty, not UTF-8 JSON, a top-level list or other value, garbage after ``{``)."""
-    with open(path, "rb") as f:
+    with _open_raw_captions(path) as f:
         head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
     expected = "a JSON object {video_id: {text, start, end}} (raw_caption.json)"
     if not head:
@@ -97,7 +105,7 @@ def _check_json_object_file(path: Path) -> None:
         what = "a JSON list" if head.startswith(b"[") else f"it starts with {head[:20]!r}"
         raise InputError(f"{path}: not {expected}: {what}")
     try:
-        with open(path, "rb") as f:
+        with _open_raw_captions(path) as f:
             events = ijson.basic_parse(_NonFiniteAsStrings(f), use_float=True)
             next(events)  # start_map
             event, _ = next(events)
@@ -109,15 +117,41 @@ def _check_json_object_file(path: Path) -> None:
         raise InputError(f"{path}: not {expected}: invalid JSON at the start: {' '.join(str(err).split())[:200]}") from None
 
 
+def _require_raw_caption_file(src: Path) -> None:
+    """``FileNotFoundError`` when absent; :class:`~builders.core.errors.InputError` for a FIFO, a device or a loop of
+    links in place of ``raw_caption.json`` (``builders/sources/safe_open.py``: refused unread, never a hang)."""
+    try:
+        check_regular_file(src, "raw captions file")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"raw captions file not found: {src}") from None
+    except OSError as err:
+        raise whole_input_error(err, src, "raw captions file") from None
+
+
+def _open_raw_captions(path: Path) -> Any:
+    """The whole ``raw_caption.json``, opened by :func:`~builders.sources.safe_open.open_input` (streamed, no cap)."""
+    try:
+        return open_input(path, max_bytes=None, what="raw captions file")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"raw captions file not found: {path}") from None
+    except OSError as err:
+        raise whole_input_error(err, path, "raw captions file") from None
+
+
 def check_raw_caption_file(path: str | Path) -> None:
     """The whole-file check of a ``raw_caption.json`` given as transcripts (a directory is WhisperX: not checked
-    here). ``FileNotFoundError`` when absent, :class:`~builders.core.errors.InputError` when unusable."""
+    here). ``FileNotFoundError`` when absent, :class:`~builders.core.errors.InputError` when unusable or not a regular
+    file."""
     src = Path(path)
     if src.is_dir():
         return
-    if not src.is_file():
-        raise FileNotFoundError(f"raw captions file not found: {src}")
+    _require_raw_caption_file(src)
     _check_json_object_file(src)
+
+
+#: the prefix of a bare non-JSON token read as a string by :class:`_NonFiniteAsStrings` (a NUL: never a number)
+BARE_TOKEN_MARK = "\x00bare:"
+BARE_TOKEN_MARK_JSON = b"\\u0000bare:"
 
 
 class _NonFiniteAsStrings:
@@ -132,8 +166,12 @@ class _NonFiniteAsStrings:
 
     _CHUNK = 1 << 20
     _HOLD = 16  # bytes held back so that a token or an escape is never cut by a chunk border
-    _WORD = frozenset(bytes([b]) for b in b"\\-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-    _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|-?Infinity|NaN', re.DOTALL)
+    _WORD = frozenset(bytes([b]) for b in b"\\+-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+    _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*(")?|[+-]?[A-Za-z]+', re.DOTALL)
+    #: a chunk that may hold a bare non-finite token (any case, signed): only such a chunk is rewritten
+    _CANDIDATE = re.compile(rb'(?:\A|[\[,:])\s*[+-]?(?:[Nn][Aa][Nn]|[Ii][Nn][Ff])')
+    _PYTHON_TOKENS = frozenset({b"NaN", b"Infinity", b"-Infinity"})  # what Python's json.dumps writes
+    _OTHER_NON_FINITE = frozenset({b"nan", b"inf", b"infinity"})  # other spellings (C printf, numpy), any case
 
     def __init__(self, f: Any) -> None:
         self._f = f
@@ -155,7 +193,7 @@ class _NonFiniteAsStrings:
                 cut -= 1  # never end a chunk inside a token or an escape
             self._carry, chunk = data[cut:], data[:cut]
         self.bytes_read += len(chunk)
-        return self._rewrite(chunk) if (b"NaN" in chunk or b"Infinity" in chunk) else self._advance(chunk)
+        return self._rewrite(chunk) if self._CANDIDATE.search(chunk) else self._advance(chunk)
 
     def _advance(self, chunk: bytes) -> bytes:
         quotes = chunk.replace(b"\\\\", b"").replace(b'\\"', b"").count(b'"')
@@ -176,11 +214,24 @@ class _NonFiniteAsStrings:
                 out.append(token)
             else:
                 in_string = False
-                out.append(b'"' + token + b'"')
+                out.append(self._word(token))
             pos = m.end()
         out.append(text[pos:])
         self._in_string = in_string
         return b"".join(out)[len(prefix):]
+
+    @classmethod
+    def _word(cls, token: bytes) -> bytes:
+        """A bare word outside strings: Python's ``NaN`` / ``Infinity`` / ``-Infinity`` become strings that read back
+        as floats; another spelling of a non-finite number (``nan``, ``-inf``, ``+NaN``, any case) becomes a string
+        starting with :data:`BARE_TOKEN_MARK`, which :func:`_as_time` refuses, so that video alone is
+        ``malformed_transcript`` (docs/reason-codes.md) and the rest of the file is read; ``true`` / ``false`` /
+        ``null`` and any other word are left to the parser."""
+        if token in cls._PYTHON_TOKENS:
+            return b'"' + token + b'"'
+        if token.lstrip(b"+-").lower() in cls._OTHER_NON_FINITE:
+            return b'"' + BARE_TOKEN_MARK_JSON + token + b'"'
+        return token
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` bytes (all that is buffered or the next chunk when ``n < 0``); ``read(0)`` is ``b""``."""
@@ -340,8 +391,7 @@ def split_raw_captions(
     JSON object. Returns the counts.
     """
     src = Path(path)
-    if not src.is_file():
-        raise FileNotFoundError(f"raw captions file not found: {src}")
+    _require_raw_caption_file(src)
     _check_json_object_file(src)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -354,7 +404,7 @@ def split_raw_captions(
     entries: dict[str, tuple[int, int, int, str, str]] = {}
     blocks = _BlockWriter(out)
     try:
-        with open(src, "rb") as f:
+        with _open_raw_captions(src) as f:
             stream = _NonFiniteAsStrings(f)
             events = ijson.basic_parse(stream, use_float=True)
             try:
@@ -531,15 +581,26 @@ def _read_marker(root: Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------------------------- parsing
 
 
-def _load_json_file(path: Path) -> Any:
-    """Parse one transcript file; ``no_transcript`` when absent, ``malformed_transcript`` when too big or invalid."""
+def read_transcript_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of one video's transcript file (``builders/sources/safe_open.py``): ``no_transcript`` when absent;
+    ``malformed_transcript`` for a FIFO, device or directory (refused unread: never a hang), a loop of links, more than
+    ``max_bytes`` bytes read (whatever ``stat`` says) or a read error (docs/reason-codes.md)."""
     try:
-        size = path.stat().st_size
+        return read_input_bytes(path, max_bytes=max_bytes, what="transcript")
     except FileNotFoundError:
         raise TranscriptError(NO_TRANSCRIPT, f"no file {path.name}") from None
-    if size > MAX_TRANSCRIPT_BYTES:
-        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: {size} bytes > {MAX_TRANSCRIPT_BYTES}")
-    return _parse_json_bytes(path.name, path.read_bytes())
+    except InputTooLarge:
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: more than {max_bytes} bytes") from None
+    except NotRegularFile as err:
+        raise TranscriptError(MALFORMED_TRANSCRIPT, str(err)[:300]) from None
+    except (OSError, ValueError) as err:  # ValueError: a path with a NUL byte
+        raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: unreadable: {err}"[:300]) from None
+
+
+def _load_json_file(path: Path) -> Any:
+    """Parse one transcript file; ``no_transcript`` when absent, ``malformed_transcript`` when not a regular file, too
+    big or invalid."""
+    return _parse_json_bytes(path.name, read_transcript_file(path, MAX_TRANSCRIPT_BYTES))
 
 
 def _parse_json_bytes(name: str, data: bytes) -> Any:
@@ -555,6 +616,9 @@ def _as_time(value: Any) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, str):
+        if value.startswith(BARE_TOKEN_MARK):
+            raise TranscriptError(MALFORMED_TRANSCRIPT, f"segment time is a bare {value[len(BARE_TOKEN_MARK):]!r}, "
+                                                        "not JSON (only NaN, Infinity and -Infinity are read)"[:200])
         try:
             return float(value)
         except ValueError:
@@ -563,7 +627,7 @@ def _as_time(value: Any) -> float:
 
 
 def _as_text(value: Any) -> str:
-    if not isinstance(value, str):
+    if not isinstance(value, str) or value.startswith(BARE_TOKEN_MARK):
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"segment text is not a string: {value!r}"[:200])
     return value
 
@@ -709,8 +773,9 @@ def open_transcripts(
     src = Path(path)
     if src.is_dir():
         return WhisperXStore(src)
-    if not src.is_file():
+    if not src.exists():
         raise FileNotFoundError(f"transcripts not found: {src}")
+    _require_raw_caption_file(src)
     out = Path(work_dir) / RAW_CAPTIONS_DIR
     if _marker_key(_read_marker(out)) != _marker_key(_split_marker(src, wanted_ids, None)):
         split_raw_captions(src, out, wanted_ids)

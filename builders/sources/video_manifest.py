@@ -55,7 +55,7 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
                 yield rec.line_no, rec.value, ""
         return
     header: list[str] | None = None
-    for rec in iter_csv_records(path, multiline=False):
+    for rec in iter_csv_records(path, header_columns=True):  # a quoted title may hold a line break: data
         if header is None:
             if rec.value is None:
                 raise ManifestError(f"manifest {path}: unreadable header line ({rec.problem})")
@@ -63,6 +63,11 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
             if not {"video_id", "video_path"} <= set(header):
                 raise ManifestError(f"manifest {path}: the header must name video_id and video_path (and title, "
                                     f"optionally transcript_path); found {', '.join(header) or 'nothing'}")
+            repeated = sorted({h for h in header if h and header.count(h) > 1})
+            if repeated:
+                raise ManifestError(f"manifest {path}: the header names column {repeated[0]!r} twice "
+                                    f"({', '.join(header)[:200]}): every row would take the last one; rename or "
+                                    "remove one")
             continue
         if rec.problem or rec.value is None:
             yield rec.line_no, None, rec.problem or "unreadable record"

@@ -48,6 +48,7 @@ from typing import Any, BinaryIO
 from warcio.archiveiterator import ArchiveIterator
 from warcio.limitreader import LimitReader
 
+from builders.core.errors import InputError
 from builders.core.records import Count, Drop, Row
 from builders.sources.html_pages import (
     MAX_PAGE_BYTES,
@@ -55,6 +56,7 @@ from builders.sources.html_pages import (
     http_charset,
     page_record,
 )
+from builders.sources.safe_open import check_regular_file, whole_input_error
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +82,17 @@ def find_warc_files(paths: str | Path | Iterable[str | Path]) -> list[tuple[Path
         if path.is_file():
             found.append((path, path.name))
         elif path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(WARC_SUFFIXES))
-            found.extend((p, p.relative_to(path).as_posix()) for p in files)
+            named = sorted(p for p in path.rglob("*") if p.name.endswith(WARC_SUFFIXES))
+            special = [p for p in named if not p.is_file() and not p.is_dir()]
+            if special:  # a FIFO, socket or device named like a WARC file: refused unread, never a hang
+                raise InputError(f"WARC input {special[0]} is not a regular file ({len(special)} such entr"
+                                 f"{'y' if len(special) == 1 else 'ies'} under {path}): remove or replace it")
+            found.extend((p, p.relative_to(path).as_posix()) for p in named if p.is_file())
+        elif path.exists() or path.is_symlink():
+            try:
+                check_regular_file(path, "WARC input")
+            except OSError as err:
+                raise whole_input_error(err, path, "WARC input") from None
         else:
             raise FileNotFoundError(f"WARC input not found: {path}")
     return found

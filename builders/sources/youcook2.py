@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..core.records import Drop
+from .safe_open import InputTooLarge, open_input, read_input_bytes, whole_input_error
 from .transcripts import is_valid_video_id
 
 STAGE = "youcook2"
@@ -92,14 +93,17 @@ def read_youcook2_annotations(path: str | Path,
     one without a ``database`` object.
     """
     src = Path(path)
-    if not src.is_file():
-        raise FileNotFoundError(f"YouCook2 annotations not found: {src}")
-    size = src.stat().st_size
-    if size > max_bytes:
-        raise InputError(f"{src}: {size} bytes exceeds the {max_bytes}-byte limit for YouCook2 annotations "
-                         "(youcookii_annotations_trainval.json is about 4 MB)")
     try:
-        data = json.loads(src.read_bytes().decode("utf-8-sig"))
+        raw = read_input_bytes(src, max_bytes=max_bytes, what="YouCook2 annotations")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"YouCook2 annotations not found: {src}") from None
+    except InputTooLarge:
+        raise InputError(f"{src}: exceeds the {max_bytes}-byte limit for YouCook2 annotations "
+                         "(youcookii_annotations_trainval.json is about 4 MB)") from None
+    except OSError as err:
+        raise whole_input_error(err, src, "YouCook2 annotations") from None
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise InputError(f"{src}: not valid JSON: {' '.join(str(err).split())[:200]}") from None
     database = data.get("database") if isinstance(data, dict) else None
@@ -122,10 +126,15 @@ def read_food_types(path: str | Path) -> dict[str, str]:
     """``label_foodtype.csv`` (``101,BLT`` lines) -> ``{recipe_type: name}``; lines without both fields are
     skipped. Raises ``FileNotFoundError`` when absent."""
     src = Path(path)
-    if not src.is_file():
-        raise FileNotFoundError(f"YouCook2 food types not found: {src}")
     out: dict[str, str] = {}
-    with open(src, encoding="utf-8-sig", newline="") as f:
+    try:
+        f = open_input(src, max_bytes=MAX_ANNOTATION_BYTES, what="YouCook2 food types", text=True,
+                       encoding="utf-8-sig", newline="")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"YouCook2 food types not found: {src}") from None
+    except OSError as err:
+        raise whole_input_error(err, src, "YouCook2 food types") from None
+    with f:
         for row in csv.reader(f):
             if len(row) >= 2 and row[0].strip() and row[1].strip():
                 out[row[0].strip()] = ",".join(row[1:]).strip()

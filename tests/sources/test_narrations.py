@@ -273,7 +273,7 @@ def test_whisperx_bad_inputs(whisperx_dir, monkeypatch):
     assert math.isnan(reader.read("nan").segments[0][1])
     _missing(reader, "absent")
     monkeypatch.setattr(tr, "MAX_TRANSCRIPT_BYTES", 100)
-    assert "bytes >" in _malformed(reader, "showhowto_0")
+    assert "more than 100 bytes" in _malformed(reader, "showhowto_0")
     with pytest.raises(ValueError, match="directory"):
         NarrationReader("whisperx", whisperx_dir / "garbage.json")
 
