@@ -1,6 +1,8 @@
 """Corpus configs: dataclasses of paper defaults, overridden by ``--config file.yaml`` and ``--set key=value``.
 
-Unknown keys, unreadable files and values of the wrong type are errors raised before any work starts.
+Unknown keys, unreadable files, values of the wrong type, NaN or infinite numbers and values outside a key's range
+(each config's ``validate``, with :func:`check_range`) are errors raised before any work starts: one line, exit 2
+(docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
                 return _coerce(name, value, a)
             except ConfigError as e:
                 errors.append(str(e))
+        if len(errors) == 1:  # ``float | None``: the one type's own message ("expected a finite number")
+            raise ConfigError(errors[0])
         raise ConfigError(f"{name}: {value!r} matches none of {hint}")
     if origin in (list, tuple):
         if isinstance(value, str):
@@ -78,6 +82,9 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
             return value
         raise ConfigError(f"{name}: expected true/false, got {value!r}")
     if hint is int:
+        # a YAML ``10.0`` is the integer 10; ``10.5``, NaN and infinities are refused
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
         return value
@@ -116,6 +123,37 @@ def apply_overrides(cfg: Any, overrides: dict[str, Any]) -> Any:
     if validate is not None:
         validate()
     return new
+
+
+def _bound(v: float) -> str:
+    return f"{v:g}"
+
+
+def check_range(cfg: Any, key: str, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+                hi_open: bool = False, why: str = "") -> None:
+    """Refuse ``cfg.<key>`` outside ``[lo, hi]`` (``lo_open``/``hi_open``: the bound itself is excluded; None: no
+    bound) with one line naming the key, the range, ``why`` and the value (docs/configuration.md; issue 20: a value
+    that passes the type check must not change results silently). A ``None`` value (an optional key) passes."""
+    value = getattr(cfg, key)
+    if value is None:
+        return
+    ok = ((lo is None or (value > lo if lo_open else value >= lo))
+          and (hi is None or (value < hi if hi_open else value <= hi)))
+    if ok:
+        return
+    if lo is not None and hi is not None:
+        rng = f"in {'(' if lo_open else '['}{_bound(lo)}, {_bound(hi)}{')' if hi_open else ']'}"
+    elif lo is not None:
+        rng = f"{'>' if lo_open else '>='} {_bound(lo)}"
+    else:
+        rng = f"{'<' if hi_open else '<='} {_bound(hi)}"
+    raise ConfigError(f"{key} must be {rng}{f' ({why})' if why else ''}, got {value!r}")
+
+
+def check_ranges(cfg: Any, ranges: dict[str, tuple[float | None, float | None]], **kwargs: Any) -> None:
+    """:func:`check_range` for each ``key: (lo, hi)`` of ``ranges`` (same ``lo_open``/``hi_open``/``why``)."""
+    for key, (lo, hi) in ranges.items():
+        check_range(cfg, key, lo, hi, **kwargs)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

@@ -21,6 +21,10 @@ MEDIA_EXTENSIONS = (".mp4", ".webm", ".mkv")     # spec §2.3
 SAMPLE_RATE = 16000                              # spec §2.3 / §3.1: Whisper input, 16 kHz mono
 MAX_FILE_BYTES = 8 << 30                         # toolkit cap: refuse files over 8 GiB
 MAX_AUDIO_SECONDS = 6 * 3600.0                   # toolkit cap: refuse audio over 6 h (1.4 GB of float32 at 16 kHz)
+MAX_VIDEO_SECONDS = 6 * 3600.0                   # toolkit cap: a frame grid covers at most 6 h of video
+#: frame grid rates :func:`iter_grid_frames` accepts (frames a second); ShowHowTo's ``fps`` key is checked against
+#: the same range when the config is read (builders/corpora/showhowto/config.py ``FPS_RANGE``; docs/configuration.md)
+GRID_FPS_RANGE = (1, 60)
 #: a stream that decodes to less than its declared duration minus max(1 s, 5 %) counts as truncated (toolkit choice)
 TRUNCATION_TOLERANCE_S = 1.0
 TRUNCATION_TOLERANCE_FRAC = 0.05
@@ -303,8 +307,18 @@ def frames_1fps(path: str | Path, num_seconds: int | None = None,
     return np.zeros((0, info.height, info.width, 3), np.uint8), stats.get("padded_rows", 0)
 
 
+def check_grid_fps(fps: Any) -> int:
+    """``fps`` as an int in :data:`GRID_FPS_RANGE`; ``ValueError`` otherwise (a caller's or config error, never a
+    property of the video: it must not become a ``video_unreadable`` drop; issue 20)."""
+    lo, hi = GRID_FPS_RANGE
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not math.isfinite(fps) or fps != int(fps) \
+            or not lo <= fps <= hi:
+        raise ValueError(f"frame grid fps must be an integer in [{lo}, {hi}], got {fps!r}")
+    return int(fps)
+
+
 def iter_grid_frames(path: str | Path, fps: int = 5, wanted: Any = None, max_bytes: int = MAX_FILE_BYTES,
-                     max_frames: int = 6 * 3600 * 5, stats: dict[str, int] | None = None
+                     max_frames: int | None = None, stats: dict[str, int] | None = None
                      ) -> Iterator[tuple[int, np.ndarray | None]]:
     """Frames of ffmpeg's ``fps=<fps>`` output grid, streaming: yields ``(g, rgb)`` for every grid frame ``g`` (time
     ``g / fps`` s from the container start), ``rgb`` a uint8 [H, W, 3] array when ``wanted(g)`` is true, else None
@@ -315,8 +329,14 @@ def iter_grid_frames(path: str | Path, fps: int = 5, wanted: Any = None, max_byt
     whose time rounds to ``<= g``; ticks before the first frame repeat it. Unlike the HowToStep 1-fps reader there
     is no trailing padding and no truncation error: a truncated file simply ends its grid at its last decodable frame
     (spec §10), whose count is in ``stats["frames"]``. No decodable frame -> ``MediaError("video_unreadable")``.
+
+    ``fps`` must lie in :data:`GRID_FPS_RANGE` (``ValueError``); ``max_frames`` (default: :data:`MAX_VIDEO_SECONDS`
+    of grid at ``fps``) caps the grid, a longer video is ``video_unreadable``.
     """
     av = _av()
+    fps = check_grid_fps(fps)
+    if max_frames is None:
+        max_frames = int(MAX_VIDEO_SECONDS * fps)
     stats = stats if stats is not None else {}
     want = wanted if wanted is not None else (lambda g: False)
     container = _open(path, max_bytes)

@@ -1,20 +1,27 @@
-"""Per-second visual feature files of the HowToStep builder (spec ``howtostep.md`` §2.4, §7).
+"""Per-second visual feature files of the HowToStep builder (docs/corpora/howtostep.md "Inputs", docs/reason-codes.md).
 
-Row ``t`` of a ``[T, C]`` file summarises video seconds ``[t, t+1)``. Files are looked up as
+Row ``t`` of a ``[T, C]`` file summarises video seconds ``[t, t+1)`` (one row a second, as the features NaSVA is
+trained on: Li et al., ECCV 2024, supp. §6.1, "one visual feature (768-d) per second"). Files are looked up as
 ``<features_dir>/**/<vid><ext>`` (``ext`` in the order of :data:`builders.nasva.data.FEATURE_EXTS`: ``.pth.tar``,
 ``.pth``, ``.pt``, ``.npy``, ``.mp4.npy``, ``.npz``) or through a ``{vid: subfolder-or-path}`` json index. The
 decoding is the NaSVA reader's (:func:`builders.nasva.data.load_feature_file`: ``torch.load(...,
 weights_only=True)``, ``np.load(..., allow_pickle=False)``), so the builder and the labeler accept exactly the same
-files. On top of it this module applies the rules of spec §7:
+files. On top of it this module applies the rules of docs/reason-codes.md (every threshold a config key of
+docs/configuration.md, ``howtostep``):
 
 - ``C`` must equal the configured ``visual_dim``; ``T = 0``; a file over ``max_bytes``; an unreadable, corrupt or
   pickle-only file: ``bad_features``;
-- rows holding NaN/Inf or all zeros: more than 5% of ``T`` → ``bad_features``; otherwise each bad row is replaced by
-  the nearest valid row before it (forward fill), leading bad rows by the first valid row (backward fill), counted
-  as ``features_repaired``;
+- *bad rows*: rows holding NaN/Inf, a value beyond ``feature_max_abs`` (default the fp16 maximum 65,504 of the
+  feature store: a larger value overflows the first product it enters) or all zeros. More than
+  ``feature_max_bad_share`` (default 5%) of ``T`` → ``bad_features``; otherwise each bad row is replaced by the
+  nearest valid row before it (forward fill), leading bad rows by the first valid row (backward fill), counted as
+  ``features_repaired``;
+- ``T`` against the video's duration (:func:`check_feature_duration`): off by more than
+  ``max(feature_duration_tolerance_s, feature_duration_tolerance_frac x duration)`` → ``feature_duration_mismatch``
+  (a 100,000-row file for a 151 s video no longer makes it a 100,000 s video);
 - no file for a video: ``missing_features``.
 
-Computed features (``visual_features=compute``) are stored as fp16 ``[T, C]`` ``.npy`` (spec §2.4): by
+Computed features (``visual_features=compute``) are stored as fp16 ``[T, C]`` ``.npy``: by
 :func:`write_feature_npy` one file a video, or by :func:`write_store_block` one file a work shard, each video then a
 :class:`~builders.nasva.data.FeatureRef` (rows of that file), which :func:`read_visual_features` reads like a file.
 The NaSVA module (which imports torch) is imported lazily.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,18 +44,33 @@ from builders.sources.transcripts import is_valid_video_id
 
 MISSING_FEATURES = "missing_features"
 BAD_FEATURES = "bad_features"
-#: spec §7: more than this share of NaN/Inf/all-zero rows makes the file ``bad_features``; up to it they are repaired
+FEATURE_DURATION_MISMATCH = "feature_duration_mismatch"
+REASONS = (MISSING_FEATURES, BAD_FEATURES, FEATURE_DURATION_MISMATCH)
+#: more than this share of bad rows (NaN/Inf, beyond :data:`MAX_ABS_VALUE`, all zeros) makes the file
+#: ``bad_features``; up to it they are repaired (config ``feature_max_bad_share``; docs/reason-codes.md)
 MAX_BAD_SHARE = 0.05
+#: a feature value beyond this magnitude makes its row bad: the largest fp16 number, what the feature store holds
+#: (config ``feature_max_abs``; a float32 1e30 is finite but turns the first dot product into Inf)
+MAX_ABS_VALUE = 65504.0
+#: ``T`` (seconds) may differ from the container duration by max(2 s, 10 %) (config ``feature_duration_tolerance_s``
+#: / ``_frac``; the 2 s is the length tolerance of HowToStep's feature counter ``feature_length_mismatch``)
+DURATION_TOLERANCE_S = 2.0
+DURATION_TOLERANCE_FRAC = 0.10
+#: with no container duration, ``T`` may reach this multiple of the last narration end plus the tolerance (a video
+#: often ends in a silent outro; config ``feature_transcript_span_ratio``)
+TRANSCRIPT_SPAN_RATIO = 2.0
+#: the counter of a length within the tolerance but more than 2 s off (the build proceeds with ``T``)
+LENGTH_COUNTER_S = 2.0
 #: a feature file larger than this is ``bad_features`` without being read (toolkit choice: a CLIP ViT-L/14 file of a
 #: 3-hour video in fp32 is 33 MB; 4 GiB only guards memory against a wrong or hostile file)
 DEFAULT_MAX_BYTES = 4 << 30
 
 
 class FeatureFileError(Exception):
-    """A video whose feature file cannot be used; ``reason`` is ``missing_features`` or ``bad_features`` (§7)."""
+    """A video whose feature file cannot be used; ``reason`` is one of :data:`REASONS` (docs/reason-codes.md)."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
-        if reason not in (MISSING_FEATURES, BAD_FEATURES):
+        if reason not in REASONS:
             raise ValueError(f"unknown feature error reason {reason!r}")
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
@@ -61,7 +84,7 @@ def _feature_exts() -> tuple[str, ...]:
 
 
 class FeatureIndex:
-    """Where each video's feature file is (spec §2.4).
+    """Where each video's feature file is (docs/corpora/howtostep.md "Inputs").
 
     Without ``index_json`` the ``root`` directory is scanned once, recursively
     (:func:`builders.nasva.data.index_feature_files`: the extension earlier in ``FEATURE_EXTS`` wins, then the first
@@ -129,38 +152,50 @@ class FeatureIndex:
 
 def _decode(path: Path | Any) -> np.ndarray:
     """float32 ``[T, C]`` through the NaSVA reader (a file, or a ``FeatureRef`` into a store file), its skip reasons
-    folded into the two of spec §7.
+    folded into ``missing_features`` / ``bad_features``.
 
     NaN/Inf rows must reach :func:`repair_feature_rows`, so the reader keeps them (``allow_nonfinite``).
     """
     from builders.nasva import data as nasva_data
 
     try:
-        return nasva_data.load_feature_file(path, allow_nonfinite=True)
+        with np.errstate(over="ignore"):  # a float64 value beyond float32 becomes Inf: a bad row, repaired or dropped
+            return nasva_data.load_feature_file(path, allow_nonfinite=True)
     except nasva_data.FeatureError as err:
         reason = MISSING_FEATURES if err.reason == MISSING_FEATURES else BAD_FEATURES
         raise FeatureFileError(reason, f"{err.reason}: {err}") from err
 
 
-def bad_row_mask(x: np.ndarray) -> np.ndarray:
-    """Rows holding any NaN/Inf, or only zeros (spec §7), as a bool ``[T]`` mask."""
-    return ~np.isfinite(x).all(axis=1) | ~np.any(x != 0, axis=1)
+def bad_row_mask(x: np.ndarray, max_abs: float = MAX_ABS_VALUE) -> np.ndarray:
+    """Rows holding any NaN/Inf or a value beyond ``max_abs`` in magnitude, or only zeros, as a bool ``[T]`` mask."""
+    bounded = (np.abs(x) <= max_abs).all(axis=1)  # False for NaN and Inf too
+    return ~bounded | ~np.any(x != 0, axis=1)
 
 
-def repair_feature_rows(x: np.ndarray, max_bad_share: float = MAX_BAD_SHARE) -> tuple[np.ndarray, int]:
-    """Replace NaN/Inf/all-zero rows of ``x [T, C]`` by the previous valid row, leading ones by the first valid row.
+def _check_share(share: float, max_abs: float) -> None:
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"max_bad_share must lie in [0, 1], got {share!r}")
+    if not 0.0 < max_abs <= MAX_ABS_VALUE:
+        raise ValueError(f"max_abs must lie in (0, {MAX_ABS_VALUE:g}], got {max_abs!r}")
 
-    Spec §7: more than ``max_bad_share`` of the rows bad (or none valid, or ``T = 0``) → ``bad_features``. Returns
-    ``(float32 copy, number of rows replaced)``; ``x`` itself is not changed.
+
+def repair_feature_rows(x: np.ndarray, max_bad_share: float = MAX_BAD_SHARE,
+                        max_abs: float = MAX_ABS_VALUE) -> tuple[np.ndarray, int]:
+    """Replace the bad rows of ``x [T, C]`` (:func:`bad_row_mask`) by the previous valid row, leading ones by the
+    first valid row.
+
+    More than ``max_bad_share`` of the rows bad (or none valid, or ``T = 0``) → ``bad_features``
+    (docs/reason-codes.md). Returns ``(float32 copy, number of rows replaced)``; ``x`` itself is not changed.
     """
+    _check_share(max_bad_share, max_abs)
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[0] == 0:
         raise FeatureFileError(BAD_FEATURES, f"expected [T, C] features with T > 0, got shape {tuple(x.shape)}")
-    bad = bad_row_mask(x)
+    bad = bad_row_mask(x, max_abs)
     n_bad, n_rows = int(bad.sum()), int(x.shape[0])
     if n_bad == n_rows or n_bad / n_rows > max_bad_share:
-        raise FeatureFileError(BAD_FEATURES, f"{n_bad} of {n_rows} rows are NaN/Inf/all-zero "
-                                             f"(more than {max_bad_share:.0%})")
+        raise FeatureFileError(BAD_FEATURES, f"{n_bad} of {n_rows} rows hold NaN/Inf, a value beyond "
+                                             f"{max_abs:g} or only zeros (more than {max_bad_share:.0%})")
     out = np.array(x, dtype=np.float32, copy=True)
     if n_bad:
         rows = np.arange(n_rows)
@@ -171,13 +206,14 @@ def repair_feature_rows(x: np.ndarray, max_bad_share: float = MAX_BAD_SHARE) -> 
 
 
 def read_visual_features(path: str | Path | Any, visual_dim: int, max_bad_share: float = MAX_BAD_SHARE,
-                         max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[np.ndarray, dict[str, int]]:
+                         max_bytes: int = DEFAULT_MAX_BYTES,
+                         max_abs: float = MAX_ABS_VALUE) -> tuple[np.ndarray, dict[str, int]]:
     """One video's features as float32 ``[T, visual_dim]`` and the counters ``{"features_repaired": n}``.
 
     ``path``: a feature file, or a :class:`builders.nasva.data.FeatureRef` (the video's rows of a store file).
     Raises :class:`FeatureFileError`: ``missing_features`` (no file), ``bad_features`` (file over ``max_bytes``,
     unreadable or pickle-only, not ``[T, C]``, ``C != visual_dim``, ``T = 0``, more than ``max_bad_share`` rows
-    NaN/Inf/all-zero; spec §2.4, §7).
+    bad: NaN/Inf, beyond ``max_abs``, all zeros; docs/reason-codes.md).
     """
     from builders.nasva.data import FeatureRef
 
@@ -196,13 +232,47 @@ def read_visual_features(path: str | Path | Any, visual_dim: int, max_bad_share:
         x = _decode(p)
     if x.shape[1] != visual_dim:
         raise FeatureFileError(BAD_FEATURES, f"dimension {x.shape[1]} != visual_dim {visual_dim}")
-    x, n_repaired = repair_feature_rows(x, max_bad_share)
+    x, n_repaired = repair_feature_rows(x, max_bad_share, max_abs)
     return x, {"features_repaired": n_repaired}
 
 
+def check_feature_duration(rows: int, duration: float | None, narrated_end: float | None,
+                           tolerance_s: float = DURATION_TOLERANCE_S, tolerance_frac: float = DURATION_TOLERANCE_FRAC,
+                           span_ratio: float = TRANSCRIPT_SPAN_RATIO) -> float:
+    """Check a feature file's ``rows`` (one a second) against the video's length; return ``|rows - duration|``
+    (0 when only the narrations bound it), or raise ``FeatureFileError("feature_duration_mismatch")``.
+
+    ``duration``: the container's (seconds, from the video file), when known and positive: ``rows`` must lie within
+    ``max(tolerance_s, tolerance_frac x duration)`` of it. Otherwise ``narrated_end`` (the last narration's end) is
+    a lower bound of the duration: ``rows`` must reach ``narrated_end - tol`` and stay under
+    ``span_ratio x narrated_end + tol`` (``tol`` the same tolerance of ``narrated_end``). Without either nothing is
+    checked. Thresholds: config ``feature_duration_tolerance_s`` / ``_frac`` / ``feature_transcript_span_ratio``
+    (docs/configuration.md; docs/reason-codes.md).
+    """
+    if duration is not None and math.isfinite(duration) and duration > 0:
+        tol = max(tolerance_s, tolerance_frac * duration)
+        if abs(rows - duration) > tol:
+            raise FeatureFileError(FEATURE_DURATION_MISMATCH,
+                                   f"{rows} feature rows (1 a second) for a {duration:.1f} s video (container "
+                                   f"duration): more than {tol:.1f} s apart (feature_duration_tolerance_s="
+                                   f"{tolerance_s:g}, feature_duration_tolerance_frac={tolerance_frac:g})")
+        return abs(rows - duration)
+    if narrated_end is None or not math.isfinite(narrated_end) or narrated_end <= 0:
+        return 0.0
+    tol = max(tolerance_s, tolerance_frac * narrated_end)
+    lo, hi = narrated_end - tol, span_ratio * narrated_end + tol
+    if not lo <= rows <= hi:
+        raise FeatureFileError(FEATURE_DURATION_MISMATCH,
+                               f"{rows} feature rows (1 a second) for a video whose narrations end at "
+                               f"{narrated_end:.1f} s (no video file): outside [{lo:.1f}, {hi:.1f}] "
+                               f"(feature_duration_tolerance_s={tolerance_s:g}, feature_duration_tolerance_frac="
+                               f"{tolerance_frac:g}, feature_transcript_span_ratio={span_ratio:g})")
+    return 0.0
+
+
 def fp16_features(x: np.ndarray) -> np.ndarray:
-    """``x [T, C]`` as fp16 (spec §2.4); ``ValueError`` for a non-2-D array or values that fp16 cannot hold (they
-    would turn into Inf)."""
+    """``x [T, C]`` as fp16 (docs/corpora/howtostep.md); ``ValueError`` for a non-2-D array or values that fp16
+    cannot hold (they would turn into Inf)."""
     x = np.asarray(x)
     if x.ndim != 2:
         raise ValueError(f"features must be [T, C], got shape {tuple(x.shape)}")
@@ -240,7 +310,7 @@ def write_store_block(folder: str | Path, block: np.ndarray, suffix: str) -> Pat
 
 
 def write_feature_npy(path: str | Path, x: np.ndarray) -> None:
-    """Store computed features as fp16 ``[T, C]`` ``.npy`` (spec §2.4), atomically (temporary file + rename).
+    """Store computed features as fp16 ``[T, C]`` ``.npy``, atomically (temporary file + rename).
 
     ``ValueError`` for a non-2-D array or values that fp16 cannot hold (they would turn into Inf).
     """

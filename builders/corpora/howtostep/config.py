@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...core.config import ConfigError, apply_paper_preset
+from ...core.config import ConfigError, apply_paper_preset, check_range, check_ranges
 
 TRANSCRIPT_FORMATS = ("htm_raw", "sentencified", "whisperx", "segments", "asr")
 LABELERS = ("two_stage", "mptva", "llm_timestamps")
@@ -97,6 +97,20 @@ class HowToStepConfig:
     visual_backbone: str = "clip_vit_l14"  # name recorded for the features (clip_vit_l14 or a file's backbone)
     vision_model_path: str | None = None   # local CLIPModel folder (compute)
     vision_device: str = "cpu"             # torch device of the vision model
+    #: feature files hold one row a second; rows that hold NaN/Inf, only zeros or a value beyond feature_max_abs
+    #: are bad: more than this share of them and the video is dropped (bad_features), fewer are repaired from their
+    #: neighbours (features_repaired); 0 drops a video for one bad row (toolkit; in [0, 1])
+    feature_max_bad_share: float = 0.05
+    feature_max_abs: float = 65504.0       # a value beyond this magnitude makes its row bad: the fp16 maximum of the
+                                           # feature store (toolkit; in (0, 65504])
+    #: a feature file's rows (seconds) must match the container duration within max(feature_duration_tolerance_s,
+    #: feature_duration_tolerance_frac x duration), else feature_duration_mismatch (toolkit; >= 0); more than 2 s
+    #: off but within it: counter feature_length_mismatch, the build proceeds with the rows
+    feature_duration_tolerance_s: float = 2.0
+    feature_duration_tolerance_frac: float = 0.10   # see feature_duration_tolerance_s (toolkit; >= 0)
+    #: without a video file the narrations bound the duration: rows must reach the last narration end (minus the
+    #: tolerance) and stay under this multiple of it plus the tolerance (silent outros; toolkit; >= 1)
+    feature_transcript_span_ratio: float = 2.0
     # ---- MPTVA (Chen et al., ECCV 2024, §3.3)
     tau: float = 0.07                      # MPTVA softmax temperature
     mptva_w: int = 2                       # MPTVA Table 3: W = 2
@@ -121,22 +135,7 @@ class HowToStepConfig:
             v = getattr(self, key)
             if (v is None and not nullable) or (v is not None and v not in allowed):
                 raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {v!r}")
-        for key in ("epsilon1", "zeta", "mptva_keep_ratio", "language_threshold"):
-            if not 0.0 <= getattr(self, key) <= 1.0:
-                raise ConfigError(f"{key} must lie in [0, 1]")
-        for key in ("epsilon2", "mptva_gamma"):
-            if not -1.0 <= getattr(self, key) <= 1.0:
-                raise ConfigError(f"{key} is a cosine threshold: it must lie in [-1, 1]")
-        if not 0 <= self.rounds <= 3:
-            raise ConfigError("rounds must be 0, 1, 2 or 3 (paper Table 9)")
-        for key in ("chunk_size", "min_narrations", "max_vlen", "visual_dim", "llm_max_tokens", "max_step_words",
-                    "max_steps_per_chunk", "labeler_batch_size", "llm_batch_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key} must be >= 1")
-        if self.nu <= 0 or self.tau <= 0 or self.delta_sec < 0 or self.labeler_epochs < 0:
-            raise ConfigError("nu and tau must be > 0, delta_sec and labeler_epochs >= 0")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError("limit must be >= 1")
+        self._validate_ranges()
         if self.visual_features is not None and (self.labeler == "mptva" or self.stage1_method == "step_video"):
             from .labeler import require_mptva_pathways
 
@@ -152,6 +151,26 @@ class HowToStepConfig:
                               "sentencify_mode=no_punct_fallback")
         if self.llm == "replay" and not self.llm_replay:
             raise ConfigError("llm=replay needs --set llm_replay=PATH (a JSONL of recorded outputs or a release)")
+
+    def _validate_ranges(self) -> None:
+        """The range of every number (docs/configuration.md): thresholds and shares in [0, 1] (Li et al., ECCV 2024,
+        §3.2: epsilon1, zeta; MPTVA, Chen et al., ECCV 2024, §3.3: the keep ratio), cosines in [-1, 1] (epsilon2,
+        gamma), temperatures and the learning rate > 0, durations >= 0, counts >= 1; one line naming the key."""
+        check_ranges(self, {k: (0.0, 1.0) for k in ("epsilon1", "zeta", "mptva_keep_ratio", "language_threshold",
+                                                      "feature_max_bad_share")}, why="a threshold or share")
+        check_ranges(self, {"epsilon2": (-1.0, 1.0), "mptva_gamma": (-1.0, 1.0)}, why="a cosine threshold")
+        check_range(self, "rounds", 0, 3, why="paper Table 9: 0, 1, 2 or 3")
+        check_ranges(self, {k: (1, None) for k in (
+            "chunk_size", "min_narrations", "max_vlen", "visual_dim", "llm_max_tokens", "max_step_words",
+            "max_steps_per_chunk", "labeler_batch_size", "llm_batch_size", "asr_batch_size", "llm_n_ctx",
+            "llm_max_model_len", "limit")})
+        check_ranges(self, {"nu": (0.0, None), "tau": (0.0, None), "labeler_lr": (0.0, None)}, lo_open=True,
+                     why="a softmax temperature or learning rate")
+        check_ranges(self, {k: (0, None) for k in ("delta_sec", "labeler_epochs", "mptva_w", "llm_temperature",
+                                                    "feature_duration_tolerance_s",
+                                                    "feature_duration_tolerance_frac")})
+        check_range(self, "feature_max_abs", 0.0, 65504.0, lo_open=True, why="the fp16 feature store's range")
+        check_range(self, "feature_transcript_span_ratio", 1.0, None)
 
     @property
     def effective_prompt_id(self) -> str:

@@ -1,19 +1,23 @@
-"""Spec §2.4, §6: one visual feature vector per second for every video, read from files (``visual_features=file``),
-computed with a CLIP ViT-L/14-class image encoder from the video (``compute``), or simulated from the narrations
-(``simulated``: the bundled sample and tests; their numbers say nothing about real grounding).
+"""One visual feature vector per second for every video (Li et al., ECCV 2024, supp. §6.1; docs/corpora/howtostep.md),
+read from files (``visual_features=file``), computed with a CLIP ViT-L/14-class image encoder from the video
+(``compute``), or simulated from the narrations (``simulated``: the bundled sample and tests; their numbers say nothing
+about real grounding).
 
 Features are stored by reference (lhotse style): rows carry ``features_path``, ``features_rows`` and
 ``features_kind`` (:func:`feature_ref`) and ``num_frames``. A feature file given as input is referenced where it is
 (``features_rows`` null, ``features_digest`` its content, so that the stages reading it rerun when it changes). What
 the build makes is stored **one file per work shard** in the build's cache folder, never one per video (issue 19: 5.7
 files and 0.7 MB a video): computed and repaired arrays as fp16 rows of ``<digest>.f16.npy`` (``kind`` ``dense``),
-and simulated features as what spec §6 defines them from, each narration's ``[start, end, g(text)]`` in
+and simulated features as what they are defined from, each narration's ``[start, end, g(text)]`` in
 ``<digest>.sim.npy`` (``kind`` ``simulated``), regenerated bit for bit by :func:`load_row_features` (a quarter of the
 bytes or less, and no ``[T, 768]`` product in this step). Store files are named by the digest of their content, so
 rows of an earlier result never see a file change under them.
 
-Drops: ``missing_features``, ``bad_features``, ``video_unreadable`` (spec §7); counters ``features_repaired``,
-``feature_length_mismatch``.
+Drops (docs/reason-codes.md): ``missing_features``, ``bad_features`` (also more than ``feature_max_bad_share`` rows
+holding NaN/Inf or a value beyond ``feature_max_abs``, in a file or computed), ``feature_duration_mismatch`` (a
+file's rows against the container duration, or the narrations' span without a video file: issue 20),
+``video_unreadable``; counters ``features_repaired``, ``feature_length_mismatch`` (more than 2 s off, within the
+tolerance: the build proceeds with the file's rows).
 """
 
 from __future__ import annotations
@@ -30,16 +34,27 @@ from ...core.records import Out, Row
 from ...core.step import FitInputs, Step, gpus_for_device
 
 FEATURE_KEYS = ("visual_features", "visual_dim", "visual_backbone", "features", "features_index",
-                "vision_model_path", "text_encoder", "seed", "media")
+                "vision_model_path", "text_encoder", "seed", "media", "feature_max_bad_share", "feature_max_abs",
+                "feature_duration_tolerance_s", "feature_duration_tolerance_frac", "feature_transcript_span_ratio")
 DENSE_SUFFIX, SIMULATED_SUFFIX = ".f16.npy", ".sim.npy"
+#: a length more than this far from the container duration (within the tolerance) is counted
+#: (``feature_length_mismatch``); beyond the tolerance it is the drop ``feature_duration_mismatch``
+LENGTH_COUNTER_S = 2.0
+
+
+def narrated_end(row: Row) -> float | None:
+    """The last finite narration end of a row (seconds), a lower bound of its video's duration; None without one."""
+    ends = [float(n["end"]) for n in row.get("narrations") or () if n.get("end") is not None]
+    ends = [e for e in ends if math.isfinite(e)]
+    return max(ends) if ends else None
 
 
 def frame_count(row: Row) -> int:
     """T for computed or simulated features: whole seconds of the container duration, else of the last narration
-    end (spec §2.4: extractors produce floor(duration) rows); at least 1."""
+    end (extractors produce floor(duration) rows, one a second: Li et al., ECCV 2024, supp. §6.1); at least 1."""
     dur = row.get("duration")
     if dur is None or not math.isfinite(dur) or dur <= 0:
-        dur = max((n["end"] for n in row["narrations"]), default=1.0)
+        dur = narrated_end(row) or 1.0
     return max(1, int(math.floor(dur)))
 
 
@@ -60,18 +75,21 @@ def feature_ref(row: Row, visual_dim: int) -> Any:
 
 
 def load_row_features(row: Row, visual_dim: int) -> np.ndarray:
-    """The float32 ``[T, C]`` array of a row's features (validated again; repaired copies are used)."""
+    """The float32 ``[T, C]`` array of a row's features, as :class:`VisualFeatures` accepted them: a file is
+    referenced only when it had no bad row under the build's thresholds (repaired arrays are stored), so it is read
+    again without judging its share of bad rows a second time (any NaN/Inf would still be caught and repaired)."""
     from ...sources.visual_features import read_visual_features
 
-    x, _ = read_visual_features(feature_ref(row, visual_dim), visual_dim)
+    x, _ = read_visual_features(feature_ref(row, visual_dim), visual_dim, max_bad_share=1.0)
     return x
 
 
 class VisualFeatures(Step):
-    """Locate, check and repair (file), compute (CLIP image tower at 1 fps) or simulate (§6) each video's features."""
+    """Locate, check and repair (file), compute (CLIP image tower at 1 fps) or simulate each video's features
+    (docs/corpora/howtostep.md; drops and thresholds: docs/reason-codes.md, docs/configuration.md)."""
 
     name = "visual_features"
-    version = "2"
+    version = "3"
     id_field = "video_id"
     uses_model = True
     config_keys = FEATURE_KEYS
@@ -149,14 +167,14 @@ class VisualFeatures(Step):
             except FeatureFileError as e:
                 out.drop(vid, e.reason, e.detail)
                 continue
-            except MediaError as e:  # compute: the frames cannot be decoded (spec §7 ``video_unreadable``)
+            except MediaError as e:  # compute: the frames cannot be decoded (``video_unreadable``)
                 out.drop(vid, "video_unreadable", str(e))
                 continue
             done.append((r, where, T, source))
         refs = self._store([where for _, where, _, _ in done])
         for (r, _, T, source), (path, span, kind, digest) in zip(done, refs):
             dur = r.get("duration")
-            if dur is not None and abs(T - dur) > 2.0:  # spec §7: proceed with T
+            if dur is not None and abs(T - dur) > LENGTH_COUNTER_S:  # within the tolerance: proceed with T
                 out.count("feature_length_mismatch")
             out.keep({**r, "features_path": str(path), "features_rows": span, "features_kind": kind,
                       "features_digest": digest, "num_frames": int(T), "visual_features": source,
@@ -191,14 +209,19 @@ class VisualFeatures(Step):
         features, or the ``simulated`` factors ``[start, end, g(text)]`` per narration), with T and the provenance
         name."""
         from ...nasva.data import DENSE, SIMULATED
-        from ...sources.visual_features import FeatureFileError, fp16_features, read_visual_features
+        from ...sources.visual_features import (FeatureFileError, check_feature_duration, fp16_features,
+                                                read_visual_features, repair_feature_rows)
 
         cfg, vid = self.cfg, r["video_id"]
         if cfg.visual_features == "file":
             path = self.index.lookup(vid)
             if path is None:
                 raise FeatureFileError("missing_features", f"no feature file for {vid} under --features")
-            x, counters = read_visual_features(path, cfg.visual_dim)
+            x, counters = read_visual_features(path, cfg.visual_dim, max_bad_share=cfg.feature_max_bad_share,
+                                               max_abs=cfg.feature_max_abs)
+            check_feature_duration(x.shape[0], r.get("duration"), narrated_end(r),
+                                   cfg.feature_duration_tolerance_s, cfg.feature_duration_tolerance_frac,
+                                   cfg.feature_transcript_span_ratio)
             if counters.get("features_repaired"):
                 out.count("features_repaired", counters["features_repaired"])
                 return (DENSE, fp16_features(x)), x.shape[0], "file"
@@ -214,6 +237,8 @@ class VisualFeatures(Step):
                 out.count("feature_rows_padded", int(manifest["padded_rows"]))
             if x.shape[1] != cfg.visual_dim:
                 raise FeatureFileError("bad_features", f"dimension {x.shape[1]} != visual_dim {cfg.visual_dim}")
+            x, n_repaired = repair_feature_rows(x, cfg.feature_max_bad_share, cfg.feature_max_abs)  # NaN/Inf rows
+            out.count("features_repaired", n_repaired)
             return (DENSE, fp16_features(x)), x.shape[0], "computed"
         return (SIMULATED, self._simulated_factors(r)), frame_count(r), "simulated"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...core.config import ConfigError
+from ...core.config import ConfigError, check_range, check_ranges
 
 
 @dataclass(frozen=True)
@@ -77,20 +77,22 @@ class MarcConfig:
             raise ConfigError(f"aligner must be 'best' or 'paper', got {self.aligner!r}")
         if self.tokens not in ("all", "nouns", "nouns_verbs"):
             raise ConfigError(f"tokens must be 'all', 'nouns' or 'nouns_verbs', got {self.tokens!r}")
-        for name in ("text_min_count", "video_min_count", "limit"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"{name} must be >= 1")
-        for name in ("text_match", "video_match", "edge_threshold", "paraphrase_threshold", "breakdown_threshold",
-                     "chat_threshold", "title_word_quantile"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name} must lie in [0, 1]")
-        if self.min_recipes_per_dish < 1 or self.max_recipes_per_dish < self.min_recipes_per_dish:
-            raise ConfigError("need 1 <= min_recipes_per_dish <= max_recipes_per_dish")
-        if self.min_videos_per_dish < 0 or self.max_videos_per_dish < self.min_videos_per_dish:
-            raise ConfigError("need 0 <= min_videos_per_dish <= max_videos_per_dish")
-        if self.max_title_words < 1 or self.min_steps < 1 or self.max_length_ratio < 1:
-            raise ConfigError("max_title_words and min_steps must be >= 1, max_length_ratio >= 1")
+        # the range of every number (docs/configuration.md; Lin et al., ACL 2020, §2-§3, supp. A.1): overlaps,
+        # probabilities and quantiles in [0, 1], the video ratio > 0, the length ratio >= 1, counts >= 1
+        check_ranges(self, {k: (1, None) for k in ("text_min_count", "video_min_count", "limit", "encode_batch_size",
+                                                    "paper_dishes", "min_video_sentences")})
+        check_ranges(self, {k: (0.0, 1.0) for k in ("text_match", "video_match", "edge_threshold",
+                                                      "paraphrase_threshold", "breakdown_threshold", "chat_threshold",
+                                                      "title_word_quantile")}, why="a share or probability")
+        check_range(self, "video_ratio", 0.0, None, lo_open=True, why="videos per text recipe")
+        check_ranges(self, {"test_dishes": (0, None), "validation_dishes": (0, None)})
+        check_range(self, "max_video_sentences", self.min_video_sentences, None, why="at least min_video_sentences")
+        check_range(self, "min_recipes_per_dish", 1, None)
+        check_range(self, "max_recipes_per_dish", self.min_recipes_per_dish, None, why="at least min_recipes_per_dish")
+        check_range(self, "min_videos_per_dish", 0, None)
+        check_range(self, "max_videos_per_dish", self.min_videos_per_dish, None, why="at least min_videos_per_dish")
+        check_ranges(self, {"max_title_words": (1, None), "min_steps": (1, None)})
+        check_range(self, "max_length_ratio", 1.0, None, why="one recipe at most this many times the other")
 
     def min_counts(self) -> tuple[int, int]:
         """(text, video) vocabulary cut-offs: the configured ones, else the aligner preset's."""

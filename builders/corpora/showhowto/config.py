@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...core.config import ConfigError, apply_paper_preset
+from ...core.config import ConfigError, apply_paper_preset, check_range, check_ranges
+from ...models.media import GRID_FPS_RANGE
 
 PRESETS = ("cpu-offline", "paper")
 ALIGNERS = ("clip", "middle", "auto")
+#: the frame grid rates accepted (frames a second): the release's 5 fps (paper App. A) and up to 60, beyond which a
+#: grid only repeats the decoded frames and its frame cap would drop good videos (issue 20); the frame reader's own
+FPS_RANGE = GRID_FPS_RANGE
 #: the paper's aligner (App. A): DFN5B-CLIP-ViT-H-14-378 through open_clip (``ViT-H-14-378-quickgelu``, 1024-d)
 DFN_ARCH = "ViT-H-14-378-quickgelu"
 PAPER_PRESET = {"asr": "whisperx", "asr_device": "cuda", "asr_compute_type": "float16", "asr_language": None,
@@ -68,7 +72,8 @@ class ShowHowToConfig:
     range_tolerance: float = 1.0           # a step may end at most this far past min(duration, last ASR time)
     # ---- stage 4: keyframe alignment (paper §3, App. A)
     aligner: str = "auto"                  # clip | middle | auto (clip with a configured model, else middle)
-    fps: int = 5                           # the 5-fps frame grid of the release
+    fps: int = 5                           # the 5-fps frame grid of the release (1-60: a finer grid than the
+                                           # video's own frame rate only repeats frames)
     epsilon: float = 15.0                  # window margin around each step, 15 s (paper App. A)
     clip_backend: str = "hf"               # hf (CLIPModel folder) | open_clip (paper: DFN5B) | plugin (module:factory)
     clip_model_path: str | None = None     # local CLIP checkpoint (folder, open_clip file or plug-in argument)
@@ -93,16 +98,7 @@ class ShowHowToConfig:
                 raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
         if self.llm_prompt_format not in (None, "chat", "raw"):
             raise ConfigError(f"llm_prompt_format must be chat or raw, got {self.llm_prompt_format!r}")
-        for key in ("fps", "min_steps", "filter_max_tokens", "keysteps_max_tokens", "llm_batch_size", "test_tasks",
-                    "min_task_seqs", "test_size", "vision_batch_size", "llm_n_ctx", "llm_max_model_len", "constrained_max_steps"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key} must be >= 1")
-        if self.epsilon < 0 or self.range_tolerance < 0 or self.max_duration <= 0:
-            raise ConfigError("epsilon and range_tolerance must be >= 0, max_duration > 0")
-        if not 1 <= self.jpeg_quality <= 100 or (self.image_max_side is not None and self.image_max_side < 16):
-            raise ConfigError("jpeg_quality must lie in 1..100 and image_max_side be >= 16")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError("limit must be >= 1")
+        self._validate_ranges()
         if self.aligner == "clip" and not self.clip_model_path:
             raise ConfigError("aligner=clip needs --set clip_model_path=PATH (a local CLIP / DFN5B-CLIP checkpoint; "
                               "nothing is downloaded), or aligner=middle")
@@ -110,6 +106,20 @@ class ShowHowToConfig:
             raise ConfigError("llm=replay needs --set llm_replay=PATH (JSONL of {video_id, stage, raw_output})")
         if self.export_upstream and not self.with_images:
             raise ConfigError("export_upstream writes imgseqs/ from the frames: it needs --with-images")
+
+    def _validate_ranges(self) -> None:
+        """The range of every number (docs/configuration.md), one line naming the key: the frame grid in
+        :data:`FPS_RANGE` (Souček et al., CVPR 2025, App. A: 5 fps), durations and margins >= 0 (``max_duration`` > 0,
+        §3: "videos under 10 minutes"), counts >= 1."""
+        check_range(self, "fps", *FPS_RANGE, why="frames a second of the keyframe grid")
+        check_ranges(self, {k: (1, None) for k in (
+            "min_steps", "filter_max_tokens", "keysteps_max_tokens", "llm_batch_size", "test_tasks", "min_task_seqs",
+            "test_size", "vision_batch_size", "llm_n_ctx", "llm_max_model_len", "constrained_max_steps",
+            "asr_batch_size", "limit")})
+        check_range(self, "max_duration", 0.0, None, lo_open=True, why="seconds")
+        check_ranges(self, {"epsilon": (0.0, None), "range_tolerance": (0.0, None), "llm_temperature": (0.0, None)})
+        check_range(self, "jpeg_quality", 1, 100)
+        check_range(self, "image_max_side", 16, None)
 
     @property
     def prompt_format(self) -> str:

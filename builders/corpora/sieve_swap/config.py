@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...core.config import ConfigError
+from ...core.config import ConfigError, check_range, check_ranges
 
 #: Batra et al., ECCV 2024, §4.2: "ignore generic recipe words such as 'make', 'prepare', and 'bake'".
 PAPER_GENERIC_WORDS = ("make", "prepare", "bake")
@@ -69,15 +69,17 @@ class SieveSwapConfig:
             raise ConfigError(f"retrieval_pool must be 'global' or 'paired', got {self.retrieval_pool!r}")
         if isinstance(self.generic_words, str) and self.generic_words not in ("paper", "extended"):
             raise ConfigError("generic_words must be 'paper', 'extended' or a list of lemmas")
-        for name in ("iou_threshold", "recall_threshold", "val_iou_threshold"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name} must lie in [0, 1]")
-        if not -1.0 <= self.sim_threshold <= 1.0:
-            raise ConfigError("sim_threshold is a cosine: it must lie in [-1, 1]")
-        if self.top_k < 1 or self.title_min_shared < 1 or self.min_videos_per_task < 1 or self.pool_chunk_size < 1:
-            raise ConfigError("top_k, title_min_shared, min_videos_per_task and pool_chunk_size must be >= 1")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError("limit must be >= 1")
+        # the range of every number (docs/configuration.md; Batra et al., ECCV 2024, §4.2, Eq. 5-6, supp. A.2):
+        # lambda_iou, lambda_recall in [0, 1], lambda_sim a cosine, durations > 0 / gaps >= 0, counts >= 1
+        check_ranges(self, {k: (0.0, 1.0) for k in ("iou_threshold", "recall_threshold", "val_iou_threshold")},
+                     why="a share of content lemmas")
+        check_range(self, "sim_threshold", -1.0, 1.0, why="a cosine")
+        check_range(self, "max_duration_s", 0.0, None, lo_open=True, why="seconds")
+        check_ranges(self, {"merge_max_dur_s": (0.0, None), "merge_max_gap_s": (0.0, None),
+                            "min_step_chars": (0, None)})
+        check_ranges(self, {k: (1, None) for k in (
+            "top_k", "title_min_shared", "min_videos_per_task", "pool_chunk_size", "encode_batch_size",
+            "search_block_queries", "search_block_keys", "max_title_candidates", "limit")})
 
     def generic_word_set(self) -> frozenset[str]:
         if self.generic_words == "paper":
