@@ -26,6 +26,7 @@ inputs are edited that way.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -210,7 +211,8 @@ def _read_n(fd: int, n: int) -> bytes:
     return b"".join(parts)
 
 
-_O_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+#: O_NONBLOCK: a file swapped for a FIFO between the stat and the open cannot block the build
+_O_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def _read_hash(path: bytes, st: os.stat_result) -> tuple[str, str, os.stat_result, bool]:
@@ -425,7 +427,11 @@ def relative_inputs(fps: Mapping[str, list[dict[str, Any]]]) -> dict[str, list[d
 def item_file_sha(path: str | os.PathLike[str] | None, memo: FingerprintMemo | None) -> str:
     """The content sha256 of one item's input file (a video's WhisperX json, media or feature file) through the
     memo (a ``stat`` and a look-up when unchanged), ``"-"`` when there is no such file: the building block of
-    :meth:`builders.core.step.Step.item_digest`. A path that exists but is not a regular file raises ``OSError``."""
+    :meth:`builders.core.step.Step.item_digest`.
+
+    A path that is not a regular file (a FIFO, a device, a directory) or a loop of symlinks is never opened: its
+    digest names what it is (``"special:<file type>"``, ``"symlink-loop"``), so the shard is keyed and its step's
+    reader drops the item by name (docs/reason-codes.md). Other ``OSError``\ s (a permission, an I/O error) raise."""
     if path is None:
         return "-"
     try:
@@ -433,9 +439,11 @@ def item_file_sha(path: str | os.PathLike[str] | None, memo: FingerprintMemo | N
     except FileNotFoundError:
         return "-"
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "symlink-loop"
         raise _os_error(e, "input", os.fsencode(path)) from e
     if not stat_mod.S_ISREG(st.st_mode):
-        raise OSError(f"cannot fingerprint input {path}: not a regular file")
+        return f"special:{stat_mod.S_IFMT(st.st_mode):o}"
     return file_fingerprint(path, memo)["sha256"]
 
 

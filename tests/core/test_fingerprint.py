@@ -471,3 +471,23 @@ def test_relative_inputs_of_real_fingerprints(tmp_path, monkeypatch):
     assert [f["path"] for f in got["a"] + got["b"]] == ["a.txt", "b", "b/d/e.txt"]
     assert [f["sha256"] for f in got["a"] + got["b"]] == [f["sha256"] for f in fps["a"] + fps["b"]]
     assert not any(str(tmp_path) in f["path"] or f["path"].startswith(("/", "..")) for f in got["a"] + got["b"])
+
+
+def test_item_file_sha_names_special_files_without_opening_them(tmp_path):
+    """A FIFO would block a read forever, /dev/zero never ends: a per-item input that is not a regular file keys its
+    shard by what it is, and the step's reader drops the item by name (issue 20)."""
+    import os
+
+    from builders.core.fingerprint import item_file_sha
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    (tmp_path / "a.json").write_text("{}")
+    assert item_file_sha(fifo, None) == "special:10000"
+    assert item_file_sha("/dev/zero", None) == "special:20000"
+    assert item_file_sha(tmp_path, None) == "special:40000"
+    assert item_file_sha(loop, None) == "symlink-loop"
+    assert item_file_sha(tmp_path / "missing", None) == "-"
+    assert len(item_file_sha(tmp_path / "a.json", None)) == 64
