@@ -9,6 +9,7 @@ counted). ``av`` is imported lazily (PLAN import rules); it comes with ``faster-
 from __future__ import annotations
 
 import math
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -81,9 +82,12 @@ def _open(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
     """Open a container, mapping every failure to ``MediaError("video_unreadable")``."""
     path = Path(path)
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except OSError as e:
         raise MediaError("video_unreadable", f"{path}: {e}") from e
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: never handed to the demuxer (issue 20)
+        raise MediaError("video_unreadable", f"{path}: not a regular file")
+    size = st.st_size
     if size == 0:
         raise MediaError("video_unreadable", f"{path}: empty file")
     if size > max_bytes:

@@ -109,3 +109,15 @@ def test_whole_input_special_file_is_an_input_error(tmp_path, reader, special):
     with pytest.raises(InputError) as err:
         call()
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_media_path_that_is_a_fifo_is_video_unreadable_not_a_hang(tmp_path):
+    """The demuxer is never handed a FIFO or a device (it would block or read without end)."""
+    import os
+
+    from builders.models.media import MediaError, _open
+
+    fifo = tmp_path / "v.mp4"
+    os.mkfifo(fifo)
+    with pytest.raises(MediaError, match="video_unreadable.*not a regular file"):
+        _open(fifo)
