@@ -5,6 +5,11 @@ Exit codes: 0 built; 2 bad config, input or work directory (locked by another bu
 persistent transient failures (rerun to retry them); 5 a step's error drops exceed ``--max-error-rate``.
 With ``--push ORG/NAME --version vX.Y.Z [--private]`` the built release is then published (``builders.publish``;
 exit 2 when publishing is refused or fails, the local release stays in place).
+
+One error policy (docs/architecture.md, "Failures"): whatever stops a build ends as exactly one ``error: ...`` line
+on stderr and its exit code; an ``OSError`` (a full disk or quota, a permission error, a symlink loop, a read-only
+file system) is exit 2 like any bad input or output; an unexpected exception is exit 1 with its one-line summary.
+A Python traceback is printed only with ``--debug``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 import logging
 import os
 import sys
+import traceback
 
 from .core.config import ConfigError
 from .corpora import CORPORA, DESCRIPTIONS, CorpusNotBuilt
@@ -49,10 +55,15 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "recently before it (older ones are deleted; default 2)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
     g.add_argument("-q", "--quiet", action="store_true", help="no summary table")
+    g.add_argument("--debug", action="store_true",
+                   help="on failure, print the Python traceback before the one-line error")
     h = p.add_argument_group("publish options (build, then python -m builders.publish OUT/<corpus>)")
     h.add_argument("--push", default=None, metavar="ORG/NAME", help="publish the release to this Hub dataset repo")
     h.add_argument("--version", default=None, metavar="vX.Y.Z", help="the release tag (with --push)")
     h.add_argument("--private", action="store_true", help="create the Hub repo private (with --push)")
+    from .publish import add_limit_arguments
+
+    add_limit_arguments(h, prefix="push-")
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -70,57 +81,75 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def failure(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one-line message of an exception that stopped a build (docs/architecture.md,
+    "Failures"): 2 bad config, input, output or work directory (any ``OSError`` included: full disk, permissions,
+    symlink loops); 3 nothing survived; 4 unfinished shards; 5 too many ``step_error`` drops; 130 interrupted;
+    1 anything unexpected (a bug: ``--debug`` shows where)."""
+    from .core.errors import BuildIncomplete, ErrorRateExceeded, describe_os_error, os_error_in
+    from .core.release_flow import BuildEmpty
+    from .core.workdir import WorkDirError
+    from .publish import PublishError, one_line
+    from .release import ReleaseGateError, ReleaseLocked
+
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "interrupted; rerun the same command to resume (finished shards are kept)"
+    if isinstance(exc, BuildEmpty):
+        return 3, str(exc)
+    if isinstance(exc, BuildIncomplete):
+        return 4, f"build incomplete: {exc}"
+    if isinstance(exc, ErrorRateExceeded):
+        return 5, str(exc)
+    if isinstance(exc, PublishError):
+        return 2, one_line(str(exc))
+    if isinstance(exc, (ConfigError, CorpusNotBuilt, WorkDirError, ReleaseLocked, ReleaseGateError)):
+        return 2, str(exc)
+    os_error = os_error_in(exc)
+    if isinstance(exc, FileNotFoundError) and os_error is exc and exc.errno is None:
+        return 2, str(exc)                       # the corpora's "--videos: X does not exist" messages
+    if os_error is not None:
+        return 2, describe_os_error(os_error)
+    return 1, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        corpus = load_corpus(args.corpus)
-    except CorpusNotBuilt as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _main(args)
+    except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - the one top-level error policy
+        code, message = failure(e)
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"error: {' '.join(message.split())}", file=sys.stderr, flush=True)
+        return code
+
+
+def _main(args: argparse.Namespace) -> int:
+    corpus = load_corpus(args.corpus)   # CorpusNotBuilt is a ConfigError-like refusal: exit 2 below
     if args.push or args.version or args.private:   # checked before any work
-        from .publish import PublishError, check_repo_id, parse_version
+        from .publish import PublishError, check_limits, check_repo_id, parse_version
 
-        try:
-            if not (args.push and args.version):
-                raise PublishError("--push ORG/NAME and --version vX.Y.Z go together")
-            parse_version(args.version)
-            check_repo_id(args.push)
-        except PublishError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        if not (args.push and args.version):
+            raise PublishError("--push ORG/NAME and --version vX.Y.Z go together")
+        parse_version(args.version)
+        check_repo_id(args.push)
+        check_limits(args.push_timeout, args.push_deadline)
     from .core.driver import run_build
-    from .core.errors import BuildIncomplete, ErrorRateExceeded
-    from .core.release_flow import BuildEmpty
-    from .core.workdir import WorkDirError
 
-    try:
-        summary = run_build(corpus, args)
-    except (ConfigError, FileNotFoundError, WorkDirError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except BuildEmpty as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
-    except BuildIncomplete as e:
-        print(f"error: build incomplete: {e}", file=sys.stderr)
-        return 4
-    except ErrorRateExceeded as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 5
+    summary = run_build(corpus, args)
     if not args.quiet:
         print(summary)
     if args.push:
-        from .publish import PublishError, publish, redact
+        from .publish import publish
 
-        try:
-            publish(os.path.join(args.out, corpus.NAME), args.push, args.version, private=args.private)
-        except PublishError as e:
-            print(f"error: {redact(str(e))}", file=sys.stderr)
-            return 2
+        publish(os.path.join(args.out, corpus.NAME), args.push, args.version, private=args.private,
+                timeout=args.push_timeout, deadline=args.push_deadline, hard_exit=True)
     return 0
 
 
 if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    sys.exit(main())
+    from .publish import exit_now
+
+    exit_now(main())

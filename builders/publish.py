@@ -1,4 +1,5 @@
-"""``python -m builders.publish DIR --repo ORG/NAME --version vX.Y.Z [--private] [--message TEXT] [--dry-run]``:
+"""``python -m builders.publish DIR --repo ORG/NAME --version vX.Y.Z [--private] [--message TEXT] [--dry-run]
+[--timeout SECONDS] [--deadline SECONDS]``:
 publish a built release folder to the HuggingFace Hub as an immutable, tagged version (docs/publishing.md).
 
 Works for any release folder the toolkit writes (no per-corpus code): configs, splits, Features and row counts are
@@ -20,7 +21,11 @@ read from the folder's README (``configs:`` + ``dataset_info:``). Steps, in orde
 8. ``create_tag`` on that commit, then the tag is loaded back (same checks) and the record becomes ``published``.
 
 Writes answered with 429, 412, 409 (commits), 5xx or a dropped connection are retried with exponential backoff
-(``Retry-After`` honoured), re-reading the head of ``main`` every time. A rerun after an interruption at any point
+(``Retry-After`` honoured), re-reading the head of ``main`` every time; each retry is announced with its attempt
+number and wait. Every request has connect, read and write timeouts (``--timeout``, default 60 s) and the whole
+publish a deadline (``--deadline``, default 6 h): a server that accepts and never answers ends the publish with exit 2
+and one line, never a hang (docs/publishing.md, "Timeouts and the deadline"). ``HF_HUB_OFFLINE=1`` is refused at
+once (exit 2), never retried. A rerun after an interruption at any point
 ends in the same state: unchanged files are skipped by the Hub client, so a finished upload makes no new commit.
 Tokens never appear in output, manifests, cards or error messages.
 
@@ -39,8 +44,10 @@ import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -49,11 +56,13 @@ from typing import Any
 
 __all__ = ["PublishError", "Layout", "check_repo_id", "parse_version", "publish", "read_layout", "upload_files", "main"]
 
-SEMVER_RE = re.compile(r"^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+#: matched with ``fullmatch`` only: ``$`` would also accept a trailing newline (``"v1.0.0\n"``)
+SEMVER_RE = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-REPO_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
+REPO_RE = re.compile(rf"{_REPO_PART}/{_REPO_PART}")
 IGNORE_PATTERNS = ["*.lock", "*.tmp", "**/LICENSE", "**/dataset_info.json", ".*", "**/.*"]
 RETRY_STATUS = (409, 412, 429, 500, 502, 503, 504)
+NO_CONFLICT_RETRY = (429, 500, 502, 503, 504)   # reads and idempotent writes: a 409/412 there is an answer
 MANIFEST_KEY = "hub"   # local publish records in manifest.json, never uploaded
 NOTES_START = "<!-- release-notes:start -->"
 NOTES_END = "<!-- release-notes:end -->"
@@ -61,6 +70,9 @@ NOTES_END = "<!-- release-notes:end -->"
 MAX_TRIES = 6
 BACKOFF_BASE = 2.0
 BACKOFF_CAP = 120.0
+DEFAULT_TIMEOUT = 60.0          # seconds: connect, read and write timeout of every Hub request (--timeout)
+DEFAULT_DEADLINE = 6 * 3600.0   # seconds: the whole publish, gate to tag (--deadline)
+HARD_EXIT_GRACE = 15.0          # seconds after the deadline before a CLI publish stuck in native code is ended
 _sleep: Callable[[float], None] = time.sleep   # replaced by tests
 
 
@@ -73,7 +85,7 @@ class PublishError(RuntimeError):
 
 def parse_version(version: str) -> tuple[int, int, int]:
     """``"v1.2.3"`` -> ``(1, 2, 3)``; anything else raises ``PublishError``."""
-    m = SEMVER_RE.match(version or "")
+    m = SEMVER_RE.fullmatch(version) if isinstance(version, str) else None
     if not m:
         raise PublishError(f"version {version!r} is not semantic: expected vMAJOR.MINOR.PATCH, e.g. v1.0.0")
     return int(m[1]), int(m[2]), int(m[3])
@@ -81,7 +93,7 @@ def parse_version(version: str) -> tuple[int, int, int]:
 
 def check_repo_id(repo: str) -> str:
     """A namespaced dataset repo id ``org/name`` (letters, digits, ``-``, ``_``, ``.``; no ``--`` or ``..``)."""
-    if not isinstance(repo, str) or not REPO_RE.match(repo) or "--" in repo or ".." in repo or len(repo) > 96:
+    if not isinstance(repo, str) or not REPO_RE.fullmatch(repo) or "--" in repo or ".." in repo or len(repo) > 96:
         raise PublishError(f"repo id {repo!r} is invalid: expected ORG/NAME made of letters, digits, '-', '_', '.' "
                            "(no '--' or '..', at most 96 characters)")
     return repo
@@ -219,36 +231,187 @@ def _status(exc: BaseException) -> tuple[int | None, str | None]:
     return None, None
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its causes and contexts, each once."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _is_offline(exc: BaseException) -> bool:
+    """True when the Hub client refused a request because ``HF_HUB_OFFLINE`` is set (never worth a retry)."""
+    return any(type(e).__name__ == "OfflineModeIsEnabled" for e in _chain(exc))
+
+
 def _is_network(exc: BaseException) -> bool:
     import httpx2
 
-    e: BaseException | None = exc
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, (httpx2.TransportError, ConnectionError, TimeoutError)):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
+    if _is_offline(exc):
+        return False
+    return any(isinstance(e, (httpx2.TransportError, ConnectionError, TimeoutError)) for e in _chain(exc))
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    import httpx2
+
+    return any(isinstance(e, (httpx2.TimeoutException, TimeoutError)) for e in _chain(exc))
+
+
+def offline_mode() -> bool:
+    """True when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) asks the Hub client never to use the network."""
+    from huggingface_hub import constants
+
+    flag = getattr(constants, "is_offline_mode", None)
+    on = flag() if callable(flag) else bool(getattr(constants, "HF_HUB_OFFLINE", False))
+    return on or os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return str(getattr(constants, "ENDPOINT", "https://huggingface.co"))
+
+
+OFFLINE_MESSAGE = ("HF_HUB_OFFLINE is set: publishing needs the network; unset HF_HUB_OFFLINE (use --dry-run to "
+                   "check the folder offline)")
+
+
+class Deadline:
+    """The total time a publish may take (``--deadline``), measured on the monotonic clock from its creation."""
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self.end = time.monotonic() + self.seconds
+        self.current = "the release gate"   # the step under way, named when the deadline passes
+
+    def remaining(self) -> float:
+        return self.end - time.monotonic()
+
+    def message(self, what: str | None = None) -> str:
+        return (f"the publish did not finish within its deadline of {self.seconds:g} s (--deadline; it was at "
+                f"{what or self.current}); nothing was tagged, rerun the same command to finish it")
+
+    def check(self, what: str) -> None:
+        """Raise ``PublishError`` when the deadline has passed."""
+        if self.remaining() <= 0:
+            raise PublishError(self.message(what))
+
+
+class _DeadlineAlarm(BaseException):
+    """Raised in the main thread by ``SIGALRM`` at the deadline; a ``BaseException`` so that no ``except
+    Exception`` of a library swallows it. ``publish`` turns it into a ``PublishError``."""
+
+
+@contextlib.contextmanager
+def _alarm(limit: Deadline, *, hard_exit: bool) -> Iterator[None]:
+    """Bound the block by ``limit``: ``SIGALRM`` raises :class:`_DeadlineAlarm` in the main thread at the deadline
+    (interrupting a blocking socket call); with ``hard_exit`` (the CLIs) a watchdog thread also ends the process with
+    exit 2 and one line ``HARD_EXIT_GRACE`` seconds later, for a call stuck in native code (Xet) or a worker thread
+    that the exception cannot reach. Staging folders registered in ``_STAGES`` are removed first."""
+    use_signal = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+                  and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None))
+    previous = None
+    if use_signal:
+        def on_alarm(signum: int, frame: Any) -> None:
+            raise _DeadlineAlarm()
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, max(limit.remaining(), 0.001))
+    done = threading.Event()
+    if hard_exit:
+        def watchdog() -> None:
+            if done.wait(max(limit.remaining(), 0) + HARD_EXIT_GRACE):
+                return
+            for stage in list(_STAGES):
+                shutil.rmtree(stage, ignore_errors=True)
+            print(f"error: {limit.message()}", file=sys.stderr, flush=True)
+            os._exit(2)
+
+        threading.Thread(target=watchdog, name="publish-deadline", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+        if use_signal:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _request_timeout(timeout: float, limit: Deadline | None) -> Any:
+    """The ``httpx2.Timeout`` of a request: ``timeout`` for connect, read, write and pool, never past the deadline."""
+    import httpx2
+
+    t = timeout if limit is None else max(0.05, min(timeout, limit.remaining()))
+    return httpx2.Timeout(t)
+
+
+@contextlib.contextmanager
+def hub_timeouts(timeout: float, limit: Deadline | None = None) -> Iterator[None]:
+    """Every request of ``huggingface_hub`` in the block gets connect/read/write timeouts (its default client has
+    none: a server that accepts and never answers would hang it). The client factory in place (a test's fake Hub
+    transport, a user's proxy settings) is wrapped, not replaced, and put back afterwards."""
+    import huggingface_hub
+    from huggingface_hub.utils import _http as hf_http
+
+    previous = getattr(hf_http, "_GLOBAL_CLIENT_FACTORY", hf_http.default_client_factory)
+
+    def factory() -> Any:
+        client = previous()
+        client.timeout = _request_timeout(timeout, limit)
+        return client
+
+    huggingface_hub.set_client_factory(factory)
+    try:
+        yield
+    finally:
+        huggingface_hub.set_client_factory(previous)
+
+
+def _bound_session(timeout: float | None, limit: Deadline | None) -> None:
+    """Before an attempt: the shared client's timeouts shrink to what is left of the deadline."""
+    if timeout is None:
+        return
+    from huggingface_hub import get_session
+
+    get_session().timeout = _request_timeout(timeout, limit)
 
 
 def with_retry(what: str, fn: Callable[[], Any], *, statuses: tuple[int, ...] = RETRY_STATUS,
-               log: Callable[[str], None] = print) -> Any:
-    """``fn()`` retried on the given HTTP statuses and on dropped connections (``MAX_TRIES`` tries in all)."""
-    for attempt in range(MAX_TRIES):
+               log: Callable[[str], None] = print, limit: Deadline | None = None,
+               timeout: float | None = None) -> Any:
+    """``fn()`` retried on the given HTTP statuses, timeouts and dropped connections (``MAX_TRIES`` attempts in all),
+    each retry announced (attempt n/N, the wait); never past ``limit`` (``PublishError``), never in offline mode."""
+    for attempt in range(1, MAX_TRIES + 1):
+        if limit is not None:
+            limit.current = what
+            limit.check(what)
+        _bound_session(timeout, limit)
         try:
             return fn()
         except Exception as e:  # noqa: BLE001
+            if _is_offline(e):
+                raise PublishError(f"{what}: {OFFLINE_MESSAGE}") from None
             code, retry_after = _status(e)
             retriable = code in statuses if code is not None else _is_network(e)
-            if not retriable or attempt == MAX_TRIES - 1:
+            if not retriable or attempt == MAX_TRIES:
                 raise
             if retry_after and retry_after.strip().isdigit():
                 wait = float(retry_after.strip())
             else:
-                wait = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** attempt) * (0.5 + random.random())
-            reason = f"HTTP {code}" if code is not None else "connection error"
-            log(f"{what}: {reason}, retrying in {wait:.1f} s (try {attempt + 2}/{MAX_TRIES})")
+                wait = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1)) * (0.5 + random.random())
+            if code is not None:
+                reason = f"HTTP {code}"
+            else:
+                reason = f"no answer within {timeout:g} s" if _is_timeout(e) and timeout else "connection error"
+            if limit is not None and wait >= limit.remaining():
+                raise PublishError(f"{what}: {reason} on attempt {attempt}/{MAX_TRIES}, and the next attempt "
+                                   f"(in {wait:.1f} s) would pass the deadline of {limit.seconds:g} s (--deadline)"
+                                   ) from None
+            left = f"; {limit.remaining():.0f} s left of the deadline" if limit is not None else ""
+            log(f"{what}: {reason}, retrying in {wait:.1f} s (attempt {attempt}/{MAX_TRIES} failed{left})")
             _sleep(wait)
     raise AssertionError("unreachable")
 
@@ -257,7 +420,7 @@ def with_retry(what: str, fn: Callable[[], Any], *, statuses: tuple[int, ...] = 
 
 
 def _semver_tags(tags: list[str]) -> list[tuple[tuple[int, int, int], str]]:
-    return sorted((tuple(int(x) for x in m.groups()), t) for t in tags if (m := SEMVER_RE.match(t)))
+    return sorted((tuple(int(x) for x in m.groups()), t) for t in tags if (m := SEMVER_RE.fullmatch(t)))
 
 
 def previous_version(tags: list[str], version: str) -> str | None:
@@ -308,6 +471,9 @@ def _rows_from_card(text: str) -> dict[str, dict[str, int]]:
 # ------------------------------------------------------------------------------------------------ staging
 
 
+_STAGES: set[Path] = set()   # upload stages in use: removed by the deadline watchdog before it ends the process
+
+
 @contextlib.contextmanager
 def _staged(folder: Path, files: list[str], readme: str) -> Iterator[Path]:
     """A hidden sibling folder holding the upload set (hard links where possible), removed afterwards."""
@@ -315,6 +481,7 @@ def _staged(folder: Path, files: list[str], readme: str) -> Iterator[Path]:
         stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.publish-", dir=folder.parent))
     except OSError:
         stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.publish-"))
+    _STAGES.add(stage)
     try:
         for rel in files:
             src, dst = folder / rel, stage / rel
@@ -334,6 +501,7 @@ def _staged(folder: Path, files: list[str], readme: str) -> Iterator[Path]:
         yield stage
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        _STAGES.discard(stage)
 
 
 def _compare(api: Any, repo: str, tag: str, stage: Path, files: list[str]) -> list[str]:
@@ -396,12 +564,46 @@ def _human(n: int) -> str:
     return str(n)
 
 
+def check_limits(timeout: float, deadline: float) -> None:
+    """``--timeout`` and ``--deadline`` are finite, positive numbers of seconds (``PublishError`` otherwise)."""
+    import math
+
+    for flag, value in (("--timeout", timeout), ("--deadline", deadline)):
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise PublishError(f"{flag} must be a positive number of seconds, got {value!r}")
+
+
 def publish(folder: str | os.PathLike, repo: str, version: str, *, private: bool = False,
-            message: str | None = None, dry_run: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
+            message: str | None = None, dry_run: bool = False, log: Callable[[str], None] = print,
+            timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE,
+            hard_exit: bool = False) -> dict[str, Any]:
     """Publish ``folder`` as ``repo`` at tag ``version`` (see the module docstring). Returns the publish record,
-    with ``status`` one of ``dry-run``, ``already-published``, ``published``. Raises ``PublishError``."""
+    with ``status`` one of ``dry-run``, ``already-published``, ``published``. Raises ``PublishError``.
+
+    Every Hub request times out after ``timeout`` seconds without progress and the whole call after ``deadline``
+    seconds (docs/publishing.md); ``hard_exit`` (the CLIs only) lets a watchdog end the process when a stuck native
+    call outlives the deadline. ``HF_HUB_OFFLINE`` is refused before any work (except for ``dry_run``)."""
     parse_version(version)
     check_repo_id(repo)
+    check_limits(timeout, deadline)
+    if not dry_run and offline_mode():
+        raise PublishError(OFFLINE_MESSAGE)
+    limit = Deadline(deadline)
+    try:
+        with _alarm(limit, hard_exit=hard_exit):
+            if dry_run:
+                return _publish(folder, repo, version, private=private, message=message, dry_run=True, log=log,
+                                limit=limit, timeout=timeout)
+            with hub_timeouts(timeout, limit):
+                return _publish(folder, repo, version, private=private, message=message, dry_run=False, log=log,
+                                limit=limit, timeout=timeout)
+    except _DeadlineAlarm:
+        raise PublishError(limit.message()) from None
+
+
+def _publish(folder: str | os.PathLike, repo: str, version: str, *, private: bool, message: str | None,
+             dry_run: bool, log: Callable[[str], None], limit: Deadline, timeout: float) -> dict[str, Any]:
+    """The steps of :func:`publish`, inside its deadline and request timeouts."""
     folder = Path(folder).resolve()
     layout = read_layout(folder)
 
@@ -443,20 +645,27 @@ def publish(folder: str | os.PathLike, repo: str, version: str, *, private: bool
             return PublishError(f"{what}: the Hub rejected the token (HTTP 401): check HF_TOKEN or `hf auth login`")
         if code == 403:
             return PublishError(f"{what}: the token may not write to {repo} (HTTP 403)")
+        if _is_offline(e):
+            return PublishError(f"{what}: {OFFLINE_MESSAGE}")
+        if code is None and _is_timeout(e):
+            return PublishError(f"{what} failed (network error): the Hub at {_endpoint()} gave no answer within "
+                                f"{timeout:g} s (--timeout), {MAX_TRIES} attempts")
         kind = f"HTTP {code}" if code is not None else ("network error" if _is_network(e) else type(e).__name__)
-        return PublishError(f"{what} failed ({kind}): {redact(str(e), token).splitlines()[0] if str(e) else ''}")
+        detail = redact(str(e), token).strip().splitlines()
+        return PublishError(f"{what} failed ({kind})" + (f": {detail[0]}" if detail else ""))
 
     rec: dict[str, Any] = {"version": version, "repo": repo, "commit": None, "tag": version}
+    retry: dict[str, Any] = {"log": log, "limit": limit, "timeout": timeout}
     try:
         with_retry("create_repo", lambda: api.create_repo(repo, repo_type="dataset", exist_ok=True,
                                                           private=private or None),
-                   statuses=(429, 500, 502, 503, 504), log=log)
+                   statuses=NO_CONFLICT_RETRY, **retry)
         info = with_retry("repo_info", lambda: api.repo_info(repo, repo_type="dataset"),
-                          statuses=(429, 500, 502, 503, 504), log=log)
+                          statuses=NO_CONFLICT_RETRY, **retry)
         if private and not info.private:
             raise PublishError(f"{repo} exists and is public; refusing to publish a --private release into it")
         refs = with_retry("list_repo_refs", lambda: api.list_repo_refs(repo, repo_type="dataset"),
-                          statuses=(429, 500, 502, 503, 504), log=log)
+                          statuses=NO_CONFLICT_RETRY, **retry)
         tags = {t.name: t.target_commit for t in refs.tags}
         previous = previous_version(list(tags), version)
         previous_rows = None
@@ -464,7 +673,7 @@ def publish(folder: str | os.PathLike, repo: str, version: str, *, private: bool
             with tempfile.TemporaryDirectory() as d:
                 p = with_retry("download previous README", lambda: hf_hub_download(
                     repo, "README.md", repo_type="dataset", revision=previous, local_dir=d, token=token),
-                    statuses=(429, 500, 502, 503, 504), log=log)
+                    statuses=NO_CONFLICT_RETRY, **retry)
                 previous_rows = _rows_from_card(Path(p).read_text(encoding="utf-8"))
         readme = (folder / "README.md").read_text(encoding="utf-8").rstrip("\n") + "\n\n" + \
             release_notes(repo, version, previous, layout, previous_rows)
@@ -490,11 +699,12 @@ def publish(folder: str | os.PathLike, repo: str, version: str, *, private: bool
                                          ignore_patterns=list(IGNORE_PATTERNS), delete_patterns=["*"])
 
             log(f"uploading {len(files)} files ({_human(sum(sizes.values()))}) to {repo} in one commit")
-            ci = with_retry("upload_folder", upload, log=log)
+            ci = with_retry("upload_folder", upload, **retry)
             rec.update(commit=ci.oid, status="uploaded")
             record(folder, rec)
 
         with tempfile.TemporaryDirectory(prefix="publish-verify-") as cache_dir:
+            limit.current = "the load-back of the uploaded commit"
             verify_on_hub(repo, ci.oid, layout, token, cache_dir)
             log(f"uploaded commit {ci.oid} loads back: every config has the release's Features and row counts")
 
@@ -510,7 +720,8 @@ def publish(folder: str | os.PathLike, repo: str, version: str, *, private: bool
                         raise PublishError(f"{version} was created on {repo} by someone else meanwhile "
                                            f"(commit {now.get(version)}); not moving it") from None
 
-            with_retry("create_tag", tag, statuses=(429, 500, 502, 503, 504), log=log)
+            with_retry("create_tag", tag, statuses=NO_CONFLICT_RETRY, **retry)
+            limit.current = "the load-back of the tag"
             verify_on_hub(repo, version, layout, token, cache_dir)
         rec["status"] = "published"
         record(folder, rec)
@@ -539,6 +750,22 @@ def add_arguments(p: argparse.ArgumentParser, *, folder: bool = True) -> None:
     p.add_argument("--private", action="store_true", help="create the repo private (refused if it exists public)")
     p.add_argument("--message", default=None, metavar="TEXT", help="commit and tag message")
     p.add_argument("--dry-run", action="store_true", help="print what would be uploaded; no network call")
+    add_limit_arguments(p)
+
+
+def add_limit_arguments(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--timeout`` and ``--deadline`` (``--push-timeout``, ``--push-deadline`` with ``prefix="push-"``)."""
+    p.add_argument(f"--{prefix}timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help="connect, read and write timeout of every Hub request; a request that gets no answer in that "
+                        f"time is retried (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument(f"--{prefix}deadline", type=float, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                   help="the whole publish, retries included, ends with exit 2 after this many seconds; raise it "
+                        f"for very large releases (default {DEFAULT_DEADLINE:g} = 6 h)")
+
+
+def one_line(message: str) -> str:
+    """``message`` (token redacted) on one line: the CLIs print exactly one ``error:`` line."""
+    return " ".join(redact(message).split())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -547,12 +774,26 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         publish(args.folder, args.repo, args.version, private=args.private, message=args.message,
-                dry_run=args.dry_run)
+                dry_run=args.dry_run, timeout=args.timeout, deadline=args.deadline, hard_exit=True)
     except PublishError as e:
-        print(f"error: {redact(str(e))}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: publish interrupted; nothing was tagged, rerun the same command to finish it", file=sys.stderr)
         return 2
     return 0
 
 
+def exit_now(rc: int) -> None:
+    """Exit with ``rc``; when a Hub client's worker thread is still stuck in a request (after a deadline), exit
+    without waiting for it (``os._exit`` after flushing), so the process ends within the deadline."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if rc and stuck:
+        os._exit(rc)
+    sys.exit(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

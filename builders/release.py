@@ -67,7 +67,7 @@ __all__ = [
     "write_split_tables",
 ]
 
-_SHARD_RE = re.compile(r"^(?P<split>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.parquet$")
+_SHARD_RE = re.compile(r"^(?P<split>.+)-(?P<i>\d{5})-of-(?P<n>\d{5})\.parquet\Z")
 
 
 class ReleaseGateError(RuntimeError):
@@ -119,7 +119,7 @@ MAX_SHARD_BYTES = 500 << 20
 RowSource = Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]
 """Rows of one split: an iterable, or a zero-argument callable returning an iterator (called exactly once)."""
 
-_PART_RE = re.compile(r"^\.(?P<split>.+)-(?P<i>\d{5})\.parquet\.part$")
+_PART_RE = re.compile(r"^\.(?P<split>.+)-(?P<i>\d{5})\.parquet\.part\Z")
 
 
 def _check_batch(rows: list[Mapping[str, Any]], want: set[str], offset: int) -> None:
@@ -154,6 +154,27 @@ def encode_rows(rows: list[Mapping[str, Any]], features: Features, *, embed: boo
     if _has_media(features) if embed is None else embed:
         table = embed_table_storage(table)
     return table
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 points at /dev/null inside the block: a native library's messages while a failed writer is
+    torn down (the build has its own one-line error for the failure, docs/architecture.md "Failures")."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no fd 2 (an embedding host): nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 class _ShardFile:
@@ -194,8 +215,9 @@ class _ShardFile:
         self._writer.close()
 
     def abort(self) -> None:
-        with contextlib.suppress(Exception):
-            self._writer.close()
+        with _native_stderr_silenced(), contextlib.suppress(Exception):
+            self._writer.close()  # after a failed write (a full disk) pyarrow's C++ writer may print "Check failed"
+            del self._writer
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
@@ -811,8 +833,12 @@ def write_drops(path: str | os.PathLike, result: Any) -> int:
             while batch := list(itertools.islice(it, DROPS_BATCH_ROWS)):
                 writer.write_table(pa.Table.from_pylist(batch, schema=DROP_SCHEMA))
                 n += len(batch)
-        finally:
-            writer.close()
+        except BaseException:
+            with _native_stderr_silenced(), contextlib.suppress(Exception):
+                writer.close()
+                del writer
+            raise
+        writer.close()
     return n
 
 

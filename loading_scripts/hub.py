@@ -22,7 +22,7 @@ from typing import Any
 
 ORG_ENV = "PROCVID_HUB_ORG"
 DEFAULT_ORG = "procvid-corpora"
-_SEMVER = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+_SEMVER = re.compile(r"^v(\d+)\.(\d+)\.(\d+)\Z")
 
 
 def restore_interrupted_swap(folder: str | os.PathLike) -> bool:

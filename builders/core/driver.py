@@ -1,16 +1,28 @@
-"""The generic build flow behind ``python -m builders.build``: config -> inputs -> lock -> pipelines -> release ->
-summary."""
+"""The generic build flow behind ``python -m builders.build``: config -> checks -> inputs -> lock -> pipelines ->
+release -> summary.
+
+What can be checked before any work is checked here, offline and without loading a model (docs/architecture.md,
+"Failures": exit 2 for bad config or input): every path in the config that exists must be a regular file or a
+directory this process may read (a FIFO would block a reader forever; a symlink loop or a permission error would
+stop the build half-way), sentence-encoder names resolve to a known model, ``hash:<dim>``, a local folder or a cached
+Hub id (never a Hub look-up), an LLM replay file parses line by line, and the prompt ids and templates exist.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import errno
+import importlib
+import os
+import stat
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from . import workdir
-from .config import apply_overrides, parse_sets, read_config_file
+from .config import ConfigError, apply_overrides, parse_sets, read_config_file
 from .orchestrate import BuildResult, run_pipelines
 from .runners import ExecPolicy, make_runner
 
@@ -27,9 +39,80 @@ def resolve_config(corpus: ModuleType, args: argparse.Namespace) -> Any:
     return apply_overrides(corpus.Config(), overrides)
 
 
+#: config keys naming a sentence encoder: (key, whether ``hash:<dim>`` is allowed there)
+ENCODER_KEYS = (("text_encoder", True), ("nasva_text_encoder", True), ("embedding_model", False))
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"))
+
+
+def _config_paths(cfg: Any) -> list[tuple[str, str]]:
+    """``(key, value)`` of every string (or list-of-strings) config value that names an existing path."""
+    out = []
+    values = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))
+    for key, value in values.items():
+        for v in ([value] if isinstance(value, (str, os.PathLike)) else
+                  list(value) if isinstance(value, (list, tuple)) else []):
+            if isinstance(v, (str, os.PathLike)) and str(v) and "\0" not in str(v) and os.path.lexists(v):
+                out.append((key, os.fspath(v)))
+    return out
+
+
+def check_paths(cfg: Any) -> None:
+    """Every existing path in the config is a readable regular file or directory (``ConfigError`` otherwise):
+    FIFOs, sockets and devices, symlink loops, dangling links and unreadable paths are refused before any work."""
+    for key, path in _config_paths(cfg):
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise ConfigError(f"{key}: {path} is a symlink loop (too many levels of symbolic links)") from None
+            if e.errno == errno.ENOENT:
+                raise ConfigError(f"{key}: {path} is a dangling symbolic link") from None
+            raise ConfigError(f"{key}: {path} cannot be read: {e.strerror or e}") from None
+        for test, what in _SPECIAL:
+            if test(st.st_mode):
+                raise ConfigError(f"{key}: {path} is {what}, not a regular file or directory")
+        mode = os.R_OK | (os.X_OK if stat.S_ISDIR(st.st_mode) else 0)
+        if not os.access(path, mode):
+            raise ConfigError(f"{key}: {path}: permission denied (this process may not read it)")
+
+
+def check_models_and_prompts(corpus: ModuleType, cfg: Any) -> None:
+    """Encoder names, the LLM replay source and the prompts, resolved before any work (``ConfigError``)."""
+    from ..models.text_encoder import check_encoder_name
+
+    for key, allow_hash in ENCODER_KEYS:
+        name = getattr(cfg, key, None)
+        if isinstance(name, str):
+            try:
+                check_encoder_name(name, allow_hash=allow_hash)
+            except ValueError as e:
+                raise ConfigError(f"{key}: {e}") from None
+    if getattr(cfg, "llm", None) == "replay" and getattr(cfg, "llm_replay", None):
+        from ..models.llm import check_replay_source
+
+        try:
+            check_replay_source(cfg.llm_replay)
+        except ValueError as e:
+            raise ConfigError(f"llm_replay: {e}") from None
+    try:   # the corpus's own prompt module, when it has one (a corpus package's ``prompts.check_config``)
+        prompts = importlib.import_module(f"{getattr(corpus, '__name__', '')}.prompts")
+    except ImportError:
+        prompts = None
+    check = getattr(prompts, "check_config", None)
+    if callable(check):
+        try:
+            check(cfg)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+
 def run_build(corpus: ModuleType, args: argparse.Namespace) -> str:
     cfg = resolve_config(corpus, args)
+    check_paths(cfg)                       # before resolve_inputs reads a header: a FIFO would block it
     cfg, sample = corpus.resolve_inputs(cfg)
+    check_paths(cfg)                       # the sample's paths, or paths resolve_inputs filled in
+    check_models_and_prompts(corpus, cfg)
     out_root = Path(args.out)
     work_dir = Path(args.work_dir) if args.work_dir else out_root / ".work" / corpus.NAME
     rate = getattr(args, "max_error_rate", 0.01)

@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+import errno as _errno
+import re
+
 from .config import ConfigError
 
 #: exception class names (anywhere in the MRO) treated as transient, for libraries we do not import here
@@ -64,3 +67,50 @@ def is_transient(exc: BaseException) -> bool:
 
 def describe(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {str(exc)[:limit]}"
+
+
+#: errno values of a full disk (``ENOSPC``) or an exhausted quota (``EDQUOT``, where the platform has it)
+DISK_FULL = frozenset(e for e in (getattr(_errno, "ENOSPC", None), getattr(_errno, "EDQUOT", None)) if e is not None)
+_ERRNO_IN_TEXT = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The first ``OSError`` in ``exc``'s chain of causes and contexts (a runner may wrap a worker's error)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def error_number(exc: OSError) -> int | None:
+    """``exc.errno``, or the ``[errno N]`` pyarrow and other wrappers write into the message when they drop it."""
+    if exc.errno is not None:
+        return exc.errno
+    m = _ERRNO_IN_TEXT.search(str(exc))
+    if m:
+        return int(m.group(1))
+    return _errno.ENOSPC if "no space left on device" in str(exc).lower() else None
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line naming what failed and what to do, for the build CLI's ``error:`` line (docs/architecture.md,
+    "Failures": exit 2 for a bad input, output or work directory)."""
+    num = error_number(exc)
+    where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+    at = f" ({where})" if where else ""
+    if num in DISK_FULL:
+        what = "quota exceeded" if num == getattr(_errno, "EDQUOT", -1) else "no space left on the device"
+        return (f"{what}{at}: free space or give --out / --work-dir on a larger disk; the release in place is "
+                "unchanged")
+    if num in (_errno.EACCES, _errno.EPERM):
+        return f"permission denied{at}: this process may not read or write there"
+    if num == _errno.EROFS:
+        return f"read-only file system{at}: give --out / --work-dir on a writable disk"
+    if num == _errno.ELOOP:
+        return f"symlink loop{at}: too many levels of symbolic links; fix or remove the link"
+    text = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    return f"{text}{at}"

@@ -395,7 +395,7 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
 
 
 USED_MARKER = "_used"
-_STAGE_DIR = re.compile(r"^(?P<stage>\d{2}_.+)-[0-9a-f]{12}$")
+_STAGE_DIR = re.compile(r"^(?P<stage>\d{2}_.+)-[0-9a-f]{12}\Z")
 
 
 def collect_garbage(work_dir: Path, used: list[Path], keep_generations: int = 2, log=print) -> list[Path]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import CORPORA, DEFAULT_VIDEOS, write_explorer
 
-_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -22,7 +22,7 @@ __all__ = ["PER_GROUP", "Group", "Release", "stable_hash"]
 
 #: rows taken from one row group of a sampled config at most (spreads a sample over the corpus)
 PER_GROUP = 25
-_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}\.parquet$")
+_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}\.parquet\Z")
 
 
 def stable_hash(seed: int, key: Any) -> int:

@@ -446,6 +446,38 @@ def _read_llm_outputs(path: Path) -> list[dict]:
     return rows
 
 
+ReplayOutputs = dict[tuple[str, str], tuple[str | None, str | None, str | None]]
+
+
+def load_replay_source(path: str | Path) -> ReplayOutputs:
+    """The recorded outputs of a replay source, ``{(video_id, location): (raw_output, prompt_id, finish_reason)}``:
+    a JSONL file (every line checked; a bad line raises ``ValueError`` naming the file and the line) or a release's
+    ``llm_outputs`` Parquet. A missing source, or two different outputs for one request, raise ``ValueError`` too."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"llm_replay {str(path)!r} does not exist")
+    is_jsonl = path.is_file() and path.suffix != ".parquet"
+    try:
+        rows = _read_jsonl(path) if is_jsonl else _read_llm_outputs(path)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({describe(exc, 200)})") from None
+    except (OSError, KeyError, TypeError) as exc:   # unreadable, or Parquet without the llm_outputs columns
+        raise ValueError(f"{path}: not a replay source ({describe(exc, 200)})") from None
+    outputs: ReplayOutputs = {}
+    for row in rows:
+        key = (row["video_id"], row["location"])
+        value = (row["raw_output"], row["prompt_id"], row["finish_reason"])
+        if outputs.setdefault(key, value) != value:
+            where = f"chunk {key[1]}" if key[1].isdigit() else f"stage {key[1]}"
+            raise ValueError(f"{path}: two different recorded outputs for video {key[0]} {where}")
+    return outputs
+
+
+def check_replay_source(path: str | Path) -> int:
+    """Read and check a replay source before any work (``ValueError`` for a malformed line); returns its records."""
+    return len(load_replay_source(path))
+
+
 class ReplayBackend:
     """Answers from recorded outputs, keyed by (video_id, chunk_index) or (video_id, stage); no model runs.
 
@@ -462,17 +494,7 @@ class ReplayBackend:
             raise ValueError("llm=replay needs the config key llm_replay (a JSONL file of {video_id, "
                              "chunk_index, raw_output} or a release folder with llm_outputs/)")
         self.path = Path(settings.replay_path)
-        if not self.path.exists():
-            raise ValueError(f"llm_replay {settings.replay_path!r} does not exist")
-        is_jsonl = self.path.is_file() and self.path.suffix != ".parquet"
-        rows = _read_jsonl(self.path) if is_jsonl else _read_llm_outputs(self.path)
-        self.outputs: dict[tuple[str, str], tuple[str | None, str | None, str | None]] = {}
-        for row in rows:
-            key = (row["video_id"], row["location"])
-            value = (row["raw_output"], row["prompt_id"], row["finish_reason"])
-            if self.outputs.setdefault(key, value) != value:
-                where = f"chunk {key[1]}" if key[1].isdigit() else f"stage {key[1]}"
-                raise ValueError(f"{self.path}: two different recorded outputs for video {key[0]} {where}")
+        self.outputs = load_replay_source(self.path)
         self.model_id = f"replay:{self.path.name}"
         digest = hashlib.sha256(json.dumps(sorted(self.outputs.items()), ensure_ascii=False).encode("utf-8"))
         self.digest = digest.hexdigest()

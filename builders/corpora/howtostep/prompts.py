@@ -22,6 +22,7 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 Sentence = tuple[str, float, float]
 DEFAULT_PROMPT_ID = "howtostep_v3"
@@ -111,3 +112,10 @@ def messages_for(prompt: Prompt, sentences: list[Sentence]) -> list[dict[str, st
 def input_words(sentences: list[Sentence]) -> int:
     """Whitespace words of the chunk's sentences (the ``input_words`` of ``ops.step_parser.parse_steps``, §3.6)."""
     return sum(len(text.split()) for text, _, _ in sentences)
+
+
+def check_config(cfg: Any) -> None:
+    """The config's prompt resolves: a known ``prompt_id`` (or the labeler's own) and a readable, non-empty
+    ``prompt_template``; ``ValueError`` before any work (docs/architecture.md, "Failures")."""
+    prompt_id = getattr(cfg, "effective_prompt_id", None) or DEFAULT_PROMPT_ID
+    load_prompt(prompt_id, getattr(cfg, "prompt_template", None))

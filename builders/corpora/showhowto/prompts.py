@@ -84,7 +84,12 @@ def text_version(text: str) -> str:
 
 
 def _packaged(prompt_id: str) -> Prompt:
-    text = (resources.files(__package__) / "prompts" / f"{prompt_id}.txt").read_text(encoding="utf-8")
+    """The packaged prompt ``prompt_id``; an id with no packaged text raises ``ValueError`` naming the known ids."""
+    folder = resources.files(__package__) / "prompts"
+    known = sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".txt"))
+    if prompt_id not in known:
+        raise ValueError(f"unknown prompt id {prompt_id!r}; known: {', '.join(known)}")
+    text = (folder / f"{prompt_id}.txt").read_text(encoding="utf-8")
     return Prompt(prompt_id, text, text_version(text))
 
 
@@ -119,3 +124,11 @@ def keysteps_message(prompt: Prompt, title: str, segments: Sequence[Mapping[str,
     """Spec §5 key-step prompt: the unquoted title and the ``[start of transcript]`` block, ending in the opened
     ```` ```json ```` fence."""
     return [{"role": "user", "content": fill(prompt, title, render_transcript_block(segments))}]
+
+
+def check_config(cfg: Any) -> None:
+    """Both prompts of a config resolve (the packaged texts, or the ``--prompt-template`` /
+    ``filter_prompt_template`` files with their placeholders): ``ValueError`` before any work (docs/architecture.md,
+    "Failures")."""
+    load_prompt(FILTER_PROMPT_ID, getattr(cfg, "filter_prompt_template", None))
+    load_prompt(KEYSTEPS_PROMPT_ID, getattr(cfg, "prompt_template", None))
