@@ -70,8 +70,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m builders.build",
         description="Build a corpus release from raw inputs (the bundled sample when no input is given).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="corpora:\n" + "\n".join(f"  {k:<11} {v}" for k, v in DESCRIPTIONS.items()))
+        epilog="'python -m builders.build CORPUS --help' lists its inputs and options (docs/architecture.md).")
     sub = parser.add_subparsers(dest="corpus", metavar="corpus", required=True)
     for name in CORPORA:
         p = sub.add_parser(name, help=DESCRIPTIONS[name], description=DESCRIPTIONS[name])

@@ -29,12 +29,10 @@ from eval.registry import EvalError, EvalInputs, Protocol, Warnings, all_protoco
 
 
 def _build_parser(protocols: dict[str, Protocol]) -> argparse.ArgumentParser:
-    lines = [f"  {name:<14} {p.summary}" for name, p in protocols.items()]
     parser = argparse.ArgumentParser(
         prog="python eval/run.py",
         description="Score predictions on a benchmark with the protocol's reference rules.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="protocols:\n" + "\n".join(lines) + "\n\n'python eval/run.py PROTOCOL --help' lists its variants.",
+        epilog="'python eval/run.py PROTOCOL --help' lists its variants (docs/evaluation.md).",
     )
     sub = parser.add_subparsers(dest="protocol", metavar="PROTOCOL", required=True)
     for name, p in protocols.items():

@@ -105,3 +105,19 @@ def test_eval_cli_runs_as_script_and_module():
     r = subprocess.run([sys.executable, str(root / "eval" / "run.py"), "densevid", "--pred", "p.json"],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "--gt" in r.stderr
+
+
+def test_help_lists_each_choice_once():
+    """The corpora (and eval's protocols) are listed once, by the subcommand list, not again in an epilog."""
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    build = subprocess.run([sys.executable, "-m", "builders.build", "--help"], capture_output=True, text=True,
+                           cwd=root, check=True).stdout
+    assert build.count("HowToStep: ASR narrations") == 1 and build.count("Sieve & Swap:") == 1
+    run = subprocess.run([sys.executable, "eval/run.py", "--help"], capture_output=True, text=True, cwd=root,
+                         check=True).stdout
+    assert run.count("CrossTask zero-shot step localisation") == 1

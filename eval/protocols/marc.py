@@ -5,7 +5,7 @@
 the union of labels (sklearn's ``average="weighted"``, ``zero_division=0``), then the mean over pairs. Variant
 ``none=label`` (default, NONE is a label) or ``none=ignore_gold`` (items whose gold is NONE are not scored).
 
-``marc_ara``: the offline protocol of marc.md §8.4 on the ARA fixture, ``python eval/run.py marc_ara --gt DIR``.
+``marc_ara``: the offline protocol of docs/evaluation.md on the ARA fixture, ``python eval/run.py marc_ara --gt DIR``.
 No prediction file: the protocol derives the sentence-level gold from the action alignments, fits the unsupervised
 models transductively on all ordered within-dish pairs of the folder's recipes (660 on the fixture; no labels used)
 and scores every method: random (mean of seeds 0-9), uniform, exact word match, TF-IDF, BM25, MiniLM and MPNet
@@ -141,7 +141,7 @@ def evaluate_ara(root: Path | str, methods: Sequence[str] = ARA_METHODS, none: s
                  encoder: Callable[[str], Callable[[Sequence[str]], np.ndarray]] | None = None,
                  paper_config: HmmIbm1Config | None = None, best_config: HmmIbm1Config | None = None,
                  required: Sequence[str] = ()) -> AraEvaluation:
-    """The offline MARC protocol of marc.md §8.4 on an ARA folder (see the module docstring).
+    """The offline MARC protocol of docs/evaluation.md on an ARA folder (see the module docstring).
 
     ``encoder(name)`` returns a function embedding a list of texts (default: :mod:`builders.models.text_encoder`);
     an encoder whose package or model is not installed leaves its method "not run" (reason in ``not_run`` and a
@@ -324,7 +324,7 @@ def _evaluate_marc_ara(inputs: EvalInputs) -> EvalResult:
 
 MARC_ARA = register(Protocol(
     name="marc_ara",
-    summary="MARC offline protocol on the ARA recipes (marc.md §8.4): baselines and HMM+IBM1, fitted transductively",
+    summary="MARC offline protocol on the ARA recipes (docs/evaluation.md): baselines and HMM+IBM1, fitted transductively",
     evaluate=_evaluate_marc_ara,
     variants=(
         Variant("none", "ignore_gold", "primary NONE mode: ignore_gold (paper label space) or label",
