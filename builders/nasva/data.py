@@ -1,13 +1,13 @@
-"""NaSVA data: per-second feature files, sentence features, labels, samples and batches (nasva.md §2, §4).
+"""NaSVA data: per-second feature files, sentence features, labels, samples and batches (docs/evaluation.md).
 
-- Visual features: one file per video, ``<features_dir>/**/<vid><ext>``, ``ext`` tried in the order of howtostep.md §2.4
+- Visual features: one file per video, ``<features_dir>/**/<vid><ext>``, ``ext`` tried in this order (docs/corpora/howtostep.md)
   (``.pth.tar``, ``.pth``, ``.pt``: a tensor ``[T, C]`` or a dict with key ``features``, loaded with
   ``torch.load(..., weights_only=True)``; ``.npy``, ``.mp4.npy``: ``[T, C]``; ``.npz``: key ``features``), or rows of
   a per-shard store named by ``<features_dir>/features.refs.json`` (:class:`FeatureRef`: the HowToStep builder keeps
   one file per work shard, not one per video). Loaded as float32; NaN/Inf, a wrong rank, zero rows or a feature size
   other than the expected one make the video a named skip.
 - Text features: the repo's sentence encoders (``builders.models.text_encoder.get_encoder``: ``minilm``, ``mpnet``),
-  cached per (encoder id, sha1 of the sentence) in the repo's SQLite :class:`EmbeddingCache` (nasva.md §2), stored
+  cached per (encoder id, sha1 of the sentence) in the repo's SQLite :class:`EmbeddingCache`, stored
   as the encoder returns them. ``hash[:DIM]`` is a model-free bag-of-words encoder for tests and smoke runs.
 - Labels json: ``{video_id: [{"text", "start", "end"}, ...]}`` (float seconds); the HTM-Align rows
   ``[alignable, start, end, text]`` are accepted too.
@@ -29,15 +29,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import torch
-from torch import Tensor
 
-from .loss import Rule, time_mask
+if TYPE_CHECKING:  # torch is imported where a tensor is made: a build with simulated or file features and
+    import torch   # rounds=0 never pays its import (about 2 s and 150 MB; docs/scale.md)
+    from torch import Tensor
 
-#: feature file extensions in lookup order (howtostep.md §2.4)
+    from .loss import Rule
+
+#: feature file extensions in lookup order (docs/corpora/howtostep.md, Inputs)
 FEATURE_EXTS = (".pth.tar", ".pth", ".pt", ".npy", ".mp4.npy", ".npz")
 _TORCH_EXTS = (".pth.tar", ".pth", ".pt")
 
@@ -105,7 +107,7 @@ class FeatureRef:
     """One video's features inside a per-shard store file (``.npy``, read memory-mapped): rows ``[start, stop)``.
 
     ``kind``: ``dense`` -- the rows are the ``[T, C]`` features (fp16); ``simulated`` -- the rows are the video's
-    narrations ``[start_s, end_s, e_1..e_D]`` (float64) from which the simulated features of howtostep.md §6 are
+    narrations ``[start_s, end_s, e_1..e_D]`` (float64) from which the simulated features (docs/corpora/howtostep.md) are
     regenerated bit for bit (:func:`builders.ops.simulated_features.simulated_features`, ``frames`` = T, ``dim`` = C,
     rounded to fp16 as a stored copy would be): a deterministic function stored as its arguments, a quarter of the
     bytes or less."""
@@ -199,6 +201,9 @@ def load_feature_file(path: str | Path | FeatureRef, allow_nonfinite: bool = Fal
             p = Path(path.name)
             arr = _load_feature_ref(path)
         elif name.endswith(_TORCH_EXTS):
+            import torch
+            from torch import Tensor
+
             obj = torch.load(p, map_location="cpu", weights_only=True)
             if isinstance(obj, Mapping):
                 if "features" not in obj:
@@ -234,7 +239,7 @@ def load_feature_file(path: str | Path | FeatureRef, allow_nonfinite: bool = Fal
     if arr.shape[0] == 0:
         raise FeatureError("empty_features", f"{p}: zero rows")
     arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if not allow_nonfinite and not np.isfinite(arr).all():  # HowToStep repairs <= 5% of such rows (spec §7)
+    if not allow_nonfinite and not np.isfinite(arr).all():  # HowToStep repairs <= 5% of such rows (docs/reason-codes.md)
         raise FeatureError("nan_features", f"{p}: {int((~np.isfinite(arr)).any(1).sum())} rows hold NaN/Inf")
     return arr
 
@@ -378,7 +383,7 @@ def text_key(sentence: str) -> str:
 
 def encode_texts(encoder: TextEncoderLike, texts: Iterable[str], cache_path: str | Path | None
                  ) -> tuple[np.ndarray, dict[str, int]]:
-    """Embed the distinct ``texts`` once, per (encoder id, sha1(sentence)) through the SQLite cache (nasva.md §2).
+    """Embed the distinct ``texts`` once, per (encoder id, sha1(sentence)) through the SQLite cache.
 
     Returns (table ``[U, C_t]`` float32, text -> row). Missing sentences are encoded in sorted order.
     """
@@ -458,7 +463,7 @@ def parse_entry(entry: Any, need_times: bool = True) -> tuple[str, float, float]
 # ---------------------------------------------------------------------------------------------- samples
 @dataclass
 class Sample:
-    """One (video, text source) pair (nasva.md §2): texts in stored order with float-second windows."""
+    """One (video, text source) pair: texts in stored order with float-second windows."""
 
     video_id: str
     source: str  # "steps" | "narrations" | "val"
@@ -473,7 +478,7 @@ class Sample:
 
 def build_samples(labels: Mapping[str, Any], source: str, store: FeatureStore, skips: SkipCounts,
                   max_vlen: int | None, max_texts: int | None = None) -> list[Sample]:
-    """Turn a labels mapping into validated samples (nasva.md §4), in sorted video-id order.
+    """Turn a labels mapping into validated samples (the authors' loader rules), in sorted video-id order.
 
     Per text: malformed entries -> ``bad_label``; ``end >= max_vlen`` -> ``beyond_max_vlen`` (official, strict: not
     clipped); ``start`` after the last frame -> ``label_outside_video``; an end past the last frame is kept (note
@@ -537,7 +542,7 @@ def samples_fingerprint(samples: Sequence[Sample], extra: Any = None) -> str:
 # ---------------------------------------------------------------------------------------------- batches
 @dataclass
 class Batch:
-    """A padded batch (nasva.md §4): frames padded by repeating the last frame, texts by repeating the last text."""
+    """A padded batch (as the authors' code pads): frames padded by repeating the last frame, texts by repeating the last text."""
 
     visual: Tensor  # [B, T, C_v]
     visual_padding_mask: Tensor  # [B, T] True on pads
@@ -560,6 +565,8 @@ def pad_by_last(arrays: Sequence[np.ndarray]) -> tuple[Tensor, Tensor]:
     n_max = max(a.shape[0] for a in arrays)
     pos = np.arange(n_max)
     idx = [np.minimum(pos, a.shape[0] - 1) for a in arrays]
+    import torch
+
     out = torch.from_numpy(np.stack([a[i] for a, i in zip(arrays, idx)]))
     mask = torch.from_numpy(np.stack([pos >= a.shape[0] for a in arrays]))
     return out, mask
@@ -578,6 +585,10 @@ def collate(visuals: Sequence[np.ndarray], text_feats: Sequence[np.ndarray], sta
         orders.append(np.asarray(order, dtype=np.int64))
     visual, vpad = pad_by_last(visuals)
     text, tpad = pad_by_last([tf[o] for tf, o in zip(text_feats, orders)])
+    import torch
+
+    from .loss import time_mask
+
     B, T = vpad.shape
     K = tpad.shape[1]
     tm = torch.zeros(B, K, T, dtype=torch.bool)
