@@ -14,7 +14,8 @@ from typing import Any
 
 from datasets import Features, List, Value
 
-#: one grounded LLM step (spec §5.1): final window/score of the last round, the Stage-1 window, MPTVA pathway scores
+#: one grounded LLM step (docs/corpora/howtostep.md, Outputs): final window/score of the last round, the Stage-1 window,
+#: MPTVA pathway scores
 STEP: dict[str, Any] = {
     "step_index": Value("int32"),        # LLM order within the video
     "chunk_index": Value("int32"),
@@ -28,7 +29,7 @@ STEP: dict[str, Any] = {
     "pathway_scores": List(Value("float32")),  # [] for two_stage; [snv, long, short] for mptva
 }
 
-#: build parameters recorded on every video row; fields that do not apply to the labeler used are null (spec §5.2)
+#: build parameters recorded on every video row; fields that do not apply to the labeler used are null
 PROVENANCE: dict[str, Any] = {k: Value("string") for k in [
     "builder_version", "config_sha256", "transcript_source", "asr_model", "sentencify_mode", "llm", "llm_runtime",
     "prompt_id", "text_encoder", "nasva_text_encoder", "visual_backbone", "visual_features", "labeler", "anchor",
@@ -62,7 +63,7 @@ FEATURES: dict[str, Features] = {
         "video_id": Value("string"), "stage": Value("string"), "reason": Value("string"), "detail": Value("string")}),
 }
 
-#: spec §5.2: ``train`` (everything not excluded) and ``heldout`` (HT-Step / HTM-Align / TAN held-out ids)
+#: ``train`` (everything not excluded) and ``heldout`` (HT-Step / HTM-Align / TAN held-out ids)
 SPLITS: dict[str, list[str]] = {c: ["train", "heldout"] for c in FEATURES}
 DEFAULT_CONFIG = "steps"
 
@@ -90,7 +91,7 @@ def load(config: str | None = None, split: str | None = None, revision: str | No
 
 def to_release_layout(row: dict[str, Any]) -> dict[str, list[Any]]:
     """One ``steps`` row in the authors' per-video layout ``{"text": [...], "start": [int], "end": [int]}``
-    (spec §5.1, ``export_format=howtostep_release``): steps in release order, times rounded down to whole seconds."""
+    (``export_format=howtostep_release``): steps in release order, times rounded down to whole seconds."""
     steps = row.get("steps") or []
     return {"text": [s["text"] for s in steps], "start": [int(s["start"]) for s in steps],
             "end": [int(s["end"]) for s in steps]}

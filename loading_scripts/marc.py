@@ -18,7 +18,7 @@ PAIR_TYPES = ["text_text", "text_video", "video_video"]
 EXTRACTIONS = ["json-ld", "microdata", "conllu", "transcript"]
 DIRECTIONS = ["a_to_b", "b_to_a", "both"]
 
-#: one entry per source instruction: argmax target, its posterior and the top-3 (spec §3.7)
+#: one entry per source instruction: argmax target, its posterior and the top-3 (docs/corpora/marc.md, Outputs)
 ALIGN = List({
     "target_index": Value("int32"),
     "probability": Value("float32"),
@@ -133,7 +133,7 @@ FEATURES: dict[str, Features] = {
     }),
 }
 
-#: the three pair types share the ``pairwise`` Features, one config each (spec §1, §4)
+#: the three pair types share the ``pairwise`` Features, one config each (docs/corpora/marc.md, Outputs)
 CONFIG_FEATURES: dict[str, str] = {
     "recipes": "recipes",
     "pairwise_text_text": "pairwise",

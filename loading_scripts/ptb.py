@@ -11,7 +11,7 @@ import re
 
 __all__ = ["ptb_tokenize"]
 
-# ------------------------------------------------------------------------------------------- ptb_tokenize (§4)
+# ------------------------------------------------------------------------------------------------ ptb_tokenize
 # A re-implementation of the Penn Treebank word tokeniser rules (the same rules as NLTK's TreebankWordTokenizer,
 # written here so that no NLTK data is needed), applied to lowercased text, plus one extension: PTB only splits
 # the period at the very end of its input (it expects one sentence); a recipe step often holds several sentences,
@@ -59,7 +59,8 @@ def _split_final_period(token: str) -> list[str]:
 
 
 def ptb_tokenize(text: str) -> str:
-    """Lowercase and Penn-Treebank-tokenise ``text``; tokens joined by single spaces (spec §4 ``to_yc2_format``).
+    """Lowercase and Penn-Treebank-tokenise ``text``; tokens joined by single spaces (the ``yc2format/`` export of
+    docs/corpora/sieve_swap.md).
 
     The export matches the upstream ``*_yc2format_clean.json`` files of Batra et al., ECCV 2024 (PDVC/YouCook2 format, §6-7).
     Punctuation becomes separate tokens, contractions split as in PTB (``"don't"`` -> ``"do n't"``, ``"it's"`` ->

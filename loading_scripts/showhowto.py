@@ -11,7 +11,7 @@ from typing import Any
 
 from datasets import Features, Image, List, Value
 
-#: one key step with its keyframe (spec §8); ``score`` is null for aligner "middle"
+#: one key step with its keyframe (docs/corpora/showhowto.md, Outputs); ``score`` is null for aligner "middle"
 STEP: dict[str, Any] = {"instruction": Value("string"), "start": Value("float32"), "end": Value("float32"),
                         "frame_time": Value("float32"), "start_sec": Value("int32"), "frame_idx": Value("int32"),
                         "score": Value("float32")}
@@ -46,11 +46,12 @@ def load(config: str | None = None, split: str | None = None, revision: str | No
 
 
 def to_upstream_prompts(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """The upstream training layout's ``prompts.json``: ``{sequence_id: [instruction per step]}`` (spec §8)."""
+    """The upstream training layout's ``prompts.json``: ``{sequence_id: [instruction per step]}``."""
     return {r["sequence_id"]: [s["instruction"] for s in r["steps"]] for r in rows}
 
 
 def keyframes_json(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, int]]]:
-    """The builder's ``keyframes.json``: ``{sequence_id: [{"start_sec", "frame_idx"}, ...]}`` in step order (§7)."""
+    """The builder's ``keyframes.json``: ``{sequence_id: [{"start_sec", "frame_idx"}, ...]}`` in step order
+    (docs/corpora/showhowto.md, Outputs)."""
     return {r["sequence_id"]: [{"start_sec": int(s["start_sec"]), "frame_idx": int(s["frame_idx"])}
                                for s in r["steps"]] for r in rows}

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 from datasets import ClassLabel, Features, List, Value
 
-# One kept (swapped, possibly merged) segment of a video (spec §3.5-§3.6, §4).
+# One kept (swapped, possibly merged) segment of a video (Batra et al., ECCV 2024, Eq. 6, supp. A.2;
+# docs/corpora/sieve_swap.md).
 SEGMENT: dict[str, Any] = {
     "start": Value("float32"),
     "end": Value("float32"),
@@ -35,7 +36,7 @@ SEGMENT: dict[str, Any] = {
     "num_merged": Value("int32"),
 }
 
-# Build parameters recorded on every video row (spec §4, §5: the threshold and model a build used).
+# Build parameters recorded on every video row (the threshold and model a build used).
 PROVENANCE: dict[str, Any] = {
     "builder_version": Value("string"),
     "embedding_model": Value("string"),
@@ -147,7 +148,8 @@ def _get(obj: Mapping[str, Any], key: str) -> Any:
 
 
 def to_yc2_format(rows: Iterable[Mapping[str, Any]], raw: bool = False) -> dict[str, dict[str, Any]]:
-    """Export rows of the ``default`` config in the PDVC/YouCook2 JSON shape of the upstream release (spec §4).
+    """Export rows of the ``default`` config in the PDVC/YouCook2 JSON shape of the upstream release
+    (docs/corpora/sieve_swap.md, Outputs).
 
     Returns ``{video_id: {"duration": float, "timestamps": [[s, e], ...], "sentences": [...]}}``. By default each
     sentence is the list of the segment's candidate step texts ``[c1, c2]`` (rank order), lowercased and

@@ -1,5 +1,5 @@
 """Atomic file writes: write to a hidden temp name in the target's folder, then ``os.replace`` it into place
-(releases.md §6). A reader sees either the old file or the complete new one, never a half-written file.
+(docs/architecture.md, "Caching and resume"). A reader sees either the old file or the complete new one, never a half-written file.
 
 The temp name is ``.<name>.tmp.<pid>``: hidden (``data_files`` globs such as ``<config>/<split>-*`` and most
 listings skip dot files), in the same folder (so the rename stays on one filesystem and is atomic), and per process

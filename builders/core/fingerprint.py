@@ -1,6 +1,6 @@
 """Fingerprints that key the caches: inputs (file contents), step name + version + config, and the chain.
 
-Releases.md §6: datasets' own fingerprints ignore file contents, so every cache key here includes a hash of the
+docs/architecture.md, "Caching and resume": datasets' own fingerprints ignore file contents, so every cache key here includes a hash of the
 input files. Files up to ``FULL_HASH_LIMIT`` bytes are hashed whole; larger ones by size, mtime and their first
 and last MiB (docs/corpora/sieve_swap.md allows sizes + mtimes).
 

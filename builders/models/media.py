@@ -1,9 +1,10 @@
 """Media decoding with PyAV: find video files, probe them, decode 16 kHz mono audio and 1-fps frames.
 
-Spec ``howtostep.md`` §2.3 (videos ``<vid>.<mp4|webm|mkv>``, searched recursively; audio decoded to 16 kHz mono for
-ASR; unreadable files -> ``video_unreadable``; no audio stream -> ``no_audio``) and §2.4 (frames at 1 fps, ffmpeg
-``fps=1`` semantics; ``T = floor(duration)`` rows; missing trailing frames repeat the last decoded frame and are
-counted). ``av`` is imported lazily (PLAN import rules); it comes with ``faster-whisper`` (offline_models.md §1).
+HowToStep media (docs/corpora/howtostep.md, Inputs: videos ``<vid>.<mp4|webm|mkv>``, searched recursively; audio decoded
+to 16 kHz mono for ASR; unreadable files -> ``video_unreadable``; no audio stream -> ``no_audio``) and features (frames
+at 1 fps, ffmpeg ``fps=1`` semantics; ``T = floor(duration)`` rows; missing trailing frames repeat the last decoded
+frame and are counted). ``av`` is imported lazily (PLAN import rules); it comes with ``faster-whisper``
+(docs/getting-started.md).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-MEDIA_EXTENSIONS = (".mp4", ".webm", ".mkv")     # spec §2.3
-SAMPLE_RATE = 16000                              # spec §2.3 / §3.1: Whisper input, 16 kHz mono
+MEDIA_EXTENSIONS = (".mp4", ".webm", ".mkv")     # docs/corpora/howtostep.md, Inputs
+SAMPLE_RATE = 16000                              # Whisper input, 16 kHz mono
 MAX_FILE_BYTES = 8 << 30                         # toolkit cap: refuse files over 8 GiB
 MAX_AUDIO_SECONDS = 6 * 3600.0                   # toolkit cap: refuse audio over 6 h (1.4 GB of float32 at 16 kHz)
 MAX_VIDEO_SECONDS = 6 * 3600.0                   # toolkit cap: a frame grid covers at most 6 h of video
@@ -34,7 +35,8 @@ MAX_BAD_PACKET_FRAC = 0.05
 
 
 class MediaError(Exception):
-    """An unusable media file; ``reason`` is the drop reason of spec §7 (``video_unreadable``|``no_audio``)."""
+    """An unusable media file; ``reason`` is the drop reason of docs/reason-codes.md
+    (``video_unreadable``|``no_audio``)."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -59,7 +61,8 @@ class MediaInfo:
 def find_media(root: str | Path) -> dict[str, Path]:
     """``{vid: path}`` for every ``<vid>.<mp4|webm|mkv>`` under ``root`` (recursive; paths sorted, the first wins).
 
-    Spec §2.3. The extension match ignores case; hidden files are skipped. A missing folder raises FileNotFoundError.
+    docs/corpora/howtostep.md, Inputs. The extension match ignores case; hidden files are skipped. A missing folder
+    raises FileNotFoundError.
     """
     root = Path(root)
     if not root.is_dir():
@@ -173,7 +176,7 @@ def _decoded(container: Any, stream: Any, path: Any, stats: dict[str, int] | Non
 
 def decode_audio(path: str | Path, sample_rate: int = SAMPLE_RATE, max_seconds: float = MAX_AUDIO_SECONDS,
                  max_bytes: int = MAX_FILE_BYTES) -> np.ndarray:
-    """The first ("best") audio stream as float32 mono samples in [-1, 1] at ``sample_rate`` (spec §2.3).
+    """The first ("best") audio stream as float32 mono samples in [-1, 1] at ``sample_rate``.
 
     Like ``whisperx.load_audio`` (ffmpeg to 16 kHz mono), samples start at the stream's first sample (no padding for
     a start offset). Raises ``MediaError("no_audio")`` without an audio stream and ``MediaError("video_unreadable")``
@@ -225,7 +228,7 @@ def _tick(frame: Any, stream: Any, start: Fraction, index: int, fps: Fraction | 
 
 def iter_frames_1fps(path: str | Path, num_seconds: int | None = None, max_bytes: int = MAX_FILE_BYTES,
                      stats: dict[str, int] | None = None) -> Iterator[np.ndarray]:
-    """Yield ``T`` uint8 RGB frames [H, W, 3], row ``t`` = second t, streaming (spec §2.4).
+    """Yield ``T`` uint8 RGB frames [H, W, 3], row ``t`` = second t, streaming (docs/corpora/howtostep.md, Inputs).
 
     Frame selection is ffmpeg's ``fps=1`` filter (libavfilter vf_fps.c, default ``round=near``): every decoded frame's
     timestamp (relative to the container start) is rounded to the nearest integer second and tick ``t`` takes the
@@ -299,7 +302,7 @@ def iter_frames_1fps(path: str | Path, num_seconds: int | None = None, max_bytes
 
 def frames_1fps(path: str | Path, num_seconds: int | None = None,
                 max_bytes: int = MAX_FILE_BYTES) -> tuple[np.ndarray, int]:
-    """All 1-fps frames as uint8 ``[T, H, W, 3]`` plus ``padded_rows`` (see :func:`iter_frames_1fps`, spec §2.4).
+    """All 1-fps frames as uint8 ``[T, H, W, 3]`` plus ``padded_rows`` (see :func:`iter_frames_1fps`).
 
     Holds every frame in memory: use :func:`iter_frames_1fps` for long or large videos.
     """
@@ -326,13 +329,14 @@ def iter_grid_frames(path: str | Path, fps: int = 5, wanted: Any = None, max_byt
                      ) -> Iterator[tuple[int, np.ndarray | None]]:
     """Frames of ffmpeg's ``fps=<fps>`` output grid, streaming: yields ``(g, rgb)`` for every grid frame ``g`` (time
     ``g / fps`` s from the container start), ``rgb`` a uint8 [H, W, 3] array when ``wanted(g)`` is true, else None
-    (no pixel conversion). Spec ``showhowto.md`` §6: the grid is decoded once, ``t_last = (N - 1) / fps`` for ``N``
-    grid frames.
+    (no pixel conversion). ShowHowTo (docs/corpora/showhowto.md): the grid is decoded once, ``t_last = (N - 1) / fps``
+    for ``N`` grid frames.
 
     Selection as vf_fps with ``round=near`` (see :func:`iter_frames_1fps`): tick ``g`` takes the last decoded frame
     whose time rounds to ``<= g``; ticks before the first frame repeat it. Unlike the HowToStep 1-fps reader there
     is no trailing padding and no truncation error: a truncated file simply ends its grid at its last decodable frame
-    (spec §10), whose count is in ``stats["frames"]``. No decodable frame -> ``MediaError("video_unreadable")``.
+    (docs/reason-codes.md), whose count is in ``stats["frames"]``. No decodable frame ->
+    ``MediaError("video_unreadable")``.
 
     ``fps`` must lie in :data:`GRID_FPS_RANGE` (``ValueError``); ``max_frames`` (default: :data:`MAX_VIDEO_SECONDS`
     of grid at ``fps``) caps the grid, a longer video is ``video_unreadable``.

@@ -42,7 +42,7 @@ class BertPunctuator:
         self.model_id = f"bert-restore-punctuation {Path(str(path)).name if path else 'in-memory'}"
 
     def pieces(self, captions: list[Sentence]) -> tuple[list[str], list[bool], np.ndarray, np.ndarray]:
-        """Word pieces with ``continuation`` flags and linearly interpolated times (spec §3.2)."""
+        """Word pieces with ``continuation`` flags and linearly interpolated times (TAN, Han et al., CVPR 2022)."""
         pieces, cont, starts, ends = [], [], [], []
         for text, s, e in captions:
             words = [w for w in _STRIP.sub("", text.lower()).split() if w]

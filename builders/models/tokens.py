@@ -1,5 +1,5 @@
-"""Instruction tokens for the HMM+IBM1 aligner, with the part-of-speech ablations of MARC (Lin et al., ACL 2020;
-Lin et al., ACL 2020, §3.7 and Tables 2-3; docs/corpora/marc.md).
+"""Instruction tokens for the HMM+IBM1 aligner, with the part-of-speech ablations of MARC (Lin et al., ACL 2020,
+§3.1 and Tables 2-3; docs/corpora/marc.md).
 
 ``Tokenizer(mode, spacy_model)`` maps a list of instruction texts to their token lists:
 
@@ -20,12 +20,12 @@ from typing import Any
 
 __all__ = ["MODES", "Tokenizer"]
 
-#: the token modes of §3.7 / Tables 2-3
+#: the token modes of Lin et al., ACL 2020, Tables 2-3
 MODES = ("all", "nouns", "nouns_verbs")
 
 
 class Tokenizer:
-    """§3.7 tokens: NFKC-casefolded ``\\w+`` minus spaCy stop words; the ablation ``tokens: nouns | nouns_verbs``
+    """Aligner tokens: NFKC-casefolded ``\\w+`` minus spaCy stop words; the ablation ``tokens: nouns | nouns_verbs``
     first keeps only the words whose PTB tag is NN* (+ VB*) (paper Tables 2-3)."""
 
     def __init__(self, mode: str, spacy_model: str) -> None:

@@ -20,16 +20,17 @@ import numpy as np
 #: OpenAI CLIP normalisation (open_clip OPENAI_DATASET_MEAN/STD; CLIPImageProcessor defaults)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-IMAGE_SIZE = 224                    # spec §2.4 / paper supp. §6.1
-CONFIG_KEY = "vision_model_path"    # HowToStep config key naming the local weights (spec §6)
+IMAGE_SIZE = 224                    # Li et al., ECCV 2024, supp. §6.1
+CONFIG_KEY = "vision_model_path"    # HowToStep config key naming the local weights (docs/corpora/howtostep.md, Presets)
 
 
 def clip_preprocess(frames: np.ndarray, size: int = IMAGE_SIZE) -> np.ndarray:
     """uint8 RGB ``[N, H, W, 3]`` (or one ``[H, W, 3]``) -> float32 ``[N, 3, size, size]``.
 
-    Spec §2.4 order: centre-crop the shorter side to a square (offsets rounded like torchvision ``CenterCrop``),
-    resize to ``size`` with PIL bicubic, scale to [0, 1], subtract :data:`CLIP_MEAN`, divide by :data:`CLIP_STD`.
-    (OpenAI's own transform resizes the shorter side first and crops after; the two differ only by resampling.)
+    Order (Li et al., ECCV 2024, supp. §6.1; docs/corpora/howtostep.md): centre-crop the shorter side to a square
+    (offsets rounded like torchvision ``CenterCrop``), resize to ``size`` with PIL bicubic, scale to [0, 1], subtract
+    :data:`CLIP_MEAN`, divide by :data:`CLIP_STD`. (OpenAI's own transform resizes the shorter side first and crops
+    after; the two differ only by resampling.)
     """
     from PIL import Image
 
@@ -72,7 +73,7 @@ def _torch_dtype(torch: Any, dtype: str | None, device: str) -> Any:
 
 
 class HFClipVisionEncoder:
-    """transformers ``CLIPModel.get_image_features`` (spec §2.4: a local copy of ``openai/clip-vit-large-patch14``).
+    """transformers ``CLIPModel.get_image_features`` (a local copy of ``openai/clip-vit-large-patch14``).
 
     ``path_or_model``: a local folder (loaded with ``local_files_only=True``) or an already built ``CLIPModel``.
     """
@@ -118,7 +119,8 @@ class HFClipVisionEncoder:
     def encode_texts(self, texts: list[str], tokenizer: Any = None) -> np.ndarray:
         """The paired text tower (``get_text_features``): float32 ``[N, dim]`` un-normalised, in the image space.
 
-        HowToStep uses it for MPTVA's S-V-short pathway and ``stage1_method=step_video`` (spec §3.7, §4); the tokenizer
+        HowToStep uses it for MPTVA's S-V-short pathway and ``stage1_method=step_video`` (Chen et al., ECCV 2024,
+        §3.2.2; Li et al., ECCV 2024, Table 3); the tokenizer
         comes from the model folder (``local_files_only``) unless one is given."""
         torch = self._torch
         if tokenizer is None:
@@ -199,7 +201,8 @@ class OpenClipVisionEncoder:
 def make_vision_encoder(kind: str, path: str | None, device: str) -> VisionEncoder:
     """``kind``: ``clip_vit_l14``/``hf_clip`` (transformers CLIPModel folder) or ``open_clip`` (checkpoint file).
 
-    No ``path`` -> ValueError naming the config key (spec §6: the paper preset fails loudly, nothing downloads).
+    No ``path`` -> ValueError naming the config key (docs/corpora/howtostep.md: the paper preset fails loudly, nothing
+    downloads).
     """
     if not path:
         raise ValueError(f"visual_features=compute needs local CLIP ViT-L/14 weights: set `{CONFIG_KEY}` "
@@ -213,7 +216,7 @@ def make_vision_encoder(kind: str, path: str | None, device: str) -> VisionEncod
 
 def extract_video_features(video_path: str | Path, encoder: VisionEncoder, num_seconds: int | None = None,
                            batch_frames: int = 64) -> tuple[np.ndarray, dict]:
-    """fp16 ``[T, dim]`` un-normalised CLIP features at 1 fps plus the manifest line of spec §2.4.
+    """fp16 ``[T, dim]`` un-normalised CLIP features at 1 fps plus the manifest line of the computed features.
 
     Frames stream in batches of ``batch_frames`` (memory stays bounded for long videos). Raises
     :class:`builders.models.media.MediaError` for unreadable files. ``T`` may be 0 (a video shorter than 1 s).

@@ -1,4 +1,4 @@
-"""Safe NaSVA checkpoints (nasva.md §8): a directory with ``model.pt`` (a flat state dict, loaded with
+"""Safe NaSVA checkpoints (docs/evaluation.md): a directory with ``model.pt`` (a flat state dict, loaded with
 ``torch.load(..., weights_only=True)``; ``model.safetensors`` accepted too), ``config.json`` and ``train_log.jsonl``.
 The authors' weights-only ``{"epoch", "model_state_dict"}`` files (``NSVA_*.pth``, ``epoch-N.pth``) load too.
 Nothing but tensors and plain containers is ever unpickled.
@@ -62,7 +62,7 @@ def safe_load(path: str | Path) -> Any:
 
 
 def base_config(model_cfg: NasvaModelConfig, **extra: Any) -> dict[str, Any]:
-    """The ``config.json`` mapping of nasva.md §8 (architecture fields at top level)."""
+    """The ``config.json`` mapping (architecture fields at top level)."""
     cfg = {"format_version": FORMAT_VERSION, "model_type": "nasva", **model_cfg.to_dict(),
            "toolkit_version": TOOLKIT_VERSION,
            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}

@@ -1,15 +1,15 @@
-"""NaSVA inference (nasva.md §7) and its CLI.
+"""NaSVA inference (docs/evaluation.md) and its CLI.
 
     python -m builders.nasva.infer --ckpt CKPT_DIR --features DIR --texts FILE --out PRED.json
                                    [--mode narration|step] [--save-matrices DIR] [--batch-size 8] [--device cpu|cuda]
 
 ``--texts`` is a labels json (``{vid: [{"text", "start", "end"}]}``, times ignored; HTM-Align rows
-``[alignable, start, end, text]`` accepted). ``PRED.json`` is the HTM-Align prediction format of evaluation.md §1(b):
-``{vid: {"pred_time": [seconds per text, input order], "align_score": [float per text]}}`` where pred_time is the
-argmax slot t̂ of the text's row of A (last decoder layer, ties to the smallest t) written as ``float(t̂)`` seconds
-(slot t̂ = second [t̂, t̂+1), so ``floor`` gives the slot back) and align_score = A[k, t̂] (cosine in [−1, 1]).
-``--save-matrices DIR`` also writes ``DIR/<vid>.npy``: A as float32 ``[K, T]``. ``--format result`` writes the official
-HT-Step ``result.json`` shape instead, ``{vid: [t̂ per text]}`` (integer slots).
+``[alignable, start, end, text]`` accepted). ``PRED.json`` is the HTM-Align prediction format of docs/evaluation.md
+(``htm_align``): ``{vid: {"pred_time": [seconds per text, input order], "align_score": [float per text]}}`` where
+pred_time is the argmax slot t̂ of the text's row of A (last decoder layer, ties to the smallest t) written as
+``float(t̂)`` seconds (slot t̂ = second [t̂, t̂+1), so ``floor`` gives the slot back) and align_score = A[k, t̂] (cosine
+in [−1, 1]). ``--save-matrices DIR`` also writes ``DIR/<vid>.npy``: A as float32 ``[K, T]``. ``--format result`` writes
+the official HT-Step ``result.json`` shape instead, ``{vid: [t̂ per text]}`` (integer slots).
 
 Narration alignment (HTM-Align) uses ``<narration>`` mode on the whole video up to 5000 s (longer: cut, warned); step
 grounding uses ``--mode step``. In ``<narration>`` mode more than 1024 texts are processed in consecutive blocks of 1024.
@@ -45,7 +45,7 @@ from .model import NaSVA
 
 @dataclass
 class InferConfig:
-    """Inference settings (nasva.md §7)."""
+    """Inference settings."""
 
     mode: str = "narration"  #: narration (HTM-Align) | step (HT-Step, CrossTask, self-training)
     output_format: str = "htm_align"  #: htm_align {vid: {pred_time, align_score}} | result {vid: [t̂]}
@@ -57,7 +57,7 @@ class InferConfig:
 @torch.no_grad()
 def predict_matrices(model: NaSVA, visuals: Sequence[np.ndarray], text_feats: Sequence[np.ndarray], narration: bool,
                      batch_size: int = 8, device: str | torch.device = "cpu") -> list[np.ndarray]:
-    """A (last decoder layer) per video, float32 ``[K_i, T_i]``, batched with padding masks (nasva.md §7).
+    """A (last decoder layer) per video, float32 ``[K_i, T_i]``, batched with padding masks.
 
     In ``<narration>`` mode a video with more texts than the text PE table is split into consecutive blocks."""
     model.eval()
@@ -86,7 +86,8 @@ def argmax_predictions(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def recall_hits(slots: np.ndarray, start: np.ndarray, end: np.ndarray, rule: str = "tan") -> np.ndarray:
-    """Per-text hit of HTM-Align R@1 (evaluation.md §1): ``tan``: floor(s) <= t̂ <= ceil(e); ``nsva``: s <= t̂ <= e."""
+    """Per-text hit of HTM-Align R@1 (docs/evaluation.md, ``htm_align``): ``tan``: floor(s) <= t̂ <= ceil(e); ``nsva``:
+    s <= t̂ <= e."""
     slots = np.asarray(slots, dtype=np.float64)
     if rule == "tan":
         return (np.floor(start) <= slots) & (slots <= np.ceil(end))
@@ -96,7 +97,7 @@ def recall_hits(slots: np.ndarray, start: np.ndarray, end: np.ndarray, rule: str
 
 
 class Grounder:
-    """A loaded checkpoint for in-process use (e.g. HowToStep Stage 2, MPTVA S-V-long; nasva.md §7): sentence features
+    """A loaded checkpoint for in-process use (e.g. HowToStep Stage 2, MPTVA S-V-long): sentence features
     through the checkpoint's own text encoder and cache, A matrices per video.
 
         g = Grounder("ckpt_dir")

@@ -1,14 +1,15 @@
-"""Training losses of the grounding model (nasva.md §4-5; evaluation.md §9; paper 000 §3.3).
+"""Training losses of the grounding model (Li et al., ECCV 2024, §3.3; the authors' code,
+``Lzq5/Video-Text-Alignment``; TAN: Han et al., CVPR 2022).
 
 NaSVA (default): text→video InfoNCE / MIL-NCE variant. For every decoder layer l the logits are
 G^l = Z_t^l · Z_vᵀ / τ over all B·K texts × B·T frames of the batch (``negatives="batch"``, the released code);
 positives are the frames of the text's own video inside its window (``start <= t <= end``, raw float seconds,
 end-inclusive); padded frames leave numerator and denominator; rows without a positive give 0 but count in the mean;
 the loss is the mean over decoder layers. ``negatives="video"`` restricts the denominator to the text's own video
-(the paper's equation, nasva.md §12.3).
+(the paper's equation, Li et al., ECCV 2024, §3.3).
 
-TAN (option ``loss="tan"``): the symmetric loss of TemporalAlignNet (evaluation.md §9): a text→video term per text and
-a video→text term per frame, each averaged over the rows that have a positive, then (v + t)/2; with TAN's own
+TAN (option ``loss="tan"``): the symmetric loss of TemporalAlignNet (Han et al., CVPR 2022): a text→video term per text
+and a video→text term per frame, each averaged over the rows that have a positive, then (v + t)/2; with TAN's own
 end-exclusive target rule (``rule="tan"``).
 """
 
@@ -29,7 +30,7 @@ Negatives = Literal["batch", "video"]
 
 
 def time_mask(start: Tensor, end: Tensor, T: int, rule: Rule = "nasva") -> Tensor:
-    """``[K, T]`` target mask from per-text float seconds (nasva.md §4).
+    """``[K, T]`` target mask from per-text float seconds (end-inclusive, as the authors' code).
 
     ``rule="nasva"``: ``start <= t <= end`` (end-inclusive, official ``create_target_similarity``);
     ``rule="tan"``: ``start <= t < end`` (end-exclusive, TAN ``get_mask_from_time``). t = 0..T-1.
@@ -48,7 +49,7 @@ def info_nce_rows(logits: Tensor, pos: Tensor, valid: Tensor) -> Tensor:
     """Per-row loss ℓ_i = −(logsumexp_{j∈pos(i)} G[i,j] − logsumexp_{j valid} G[i,j]); 0 for rows without a positive.
 
     ``logits`` ``[..., N, M]`` (already divided by τ), ``pos`` and ``valid`` bool, broadcastable to it. A positive
-    must also be valid. Returns ``[..., N]`` (nasva.md §5).
+    must also be valid. Returns ``[..., N]``.
     """
     pos = pos & valid
     num = torch.logsumexp(logits.masked_fill(~pos, NEG_FILL), dim=-1)
@@ -59,7 +60,7 @@ def info_nce_rows(logits: Tensor, pos: Tensor, valid: Tensor) -> Tensor:
 
 def batch_targets(time_mask_b: Tensor, visual_padding_mask: Tensor | None, text_padding_mask: Tensor | None,
                   negatives: Negatives = "batch") -> tuple[Tensor, Tensor]:
-    """Positive and valid-column masks over the flattened batch, ``[B·K, B·T]`` each (nasva.md §5).
+    """Positive and valid-column masks over the flattened batch, ``[B·K, B·T]`` each.
 
     ``time_mask_b`` ``[B, K, T]``; frame (c, t) is a positive of text (b, k) iff c == b and the mask is true there, the
     frame is not padding and the text is not padding. Valid columns: non-padded frames (of every video for
@@ -86,7 +87,7 @@ def batch_targets(time_mask_b: Tensor, visual_padding_mask: Tensor | None, text_
 def nasva_loss(out: NasvaOutput, time_mask_b: Tensor, visual_padding_mask: Tensor | None,
                text_padding_mask: Tensor | None, temperature: float = 0.07,
                negatives: Negatives = "batch") -> Tensor:
-    """NaSVA ``SimilarityLoss`` averaged over decoder layers (nasva.md §5; evaluation.md §9 example G = 0.23886).
+    """NaSVA ``SimilarityLoss`` averaged over decoder layers (Li et al., ECCV 2024, §3.3; the authors' code).
 
     The mean runs over all B·K text rows, padded texts and texts without a positive frame included.
     """
@@ -99,8 +100,9 @@ def nasva_loss(out: NasvaOutput, time_mask_b: Tensor, visual_padding_mask: Tenso
 
 
 def tan_loss_from_logits(logits: Tensor, pos: Tensor, valid: Tensor) -> Tensor:
-    """TAN's symmetric loss on ``[N_text, M_frame]`` logits (evaluation.md §9): t-term over text rows with a positive,
-    v-term over frame columns with a positive (softmax over the valid texts), each a mean over such rows; (v + t)/2.
+    """TAN's symmetric loss on ``[N_text, M_frame]`` logits (Han et al., CVPR 2022): t-term over text rows with a
+    positive, v-term over frame columns with a positive (softmax over the valid texts), each a mean over such rows; (v +
+    t)/2.
 
     ``valid`` marks valid (text, frame) cells: a padded text or padded frame is invalid in both directions.
     """

@@ -1,4 +1,4 @@
-"""The NaSVA multi-sentence grounding model (nasva.md §3; paper 000 §3.2, supplementary §6.1).
+"""The NaSVA multi-sentence grounding model (Li et al., ECCV 2024, §3.2, supp. §6.1; docs/evaluation.md).
 
 Given T per-second visual features and K sentence features, the model returns one L2-normalised 64-d embedding per
 second (``z_v``) and, per decoder layer, one per sentence (``z_t^l``); A^l = z_t^l · z_vᵀ ∈ [−1, 1]^{K×T} is the
@@ -7,7 +7,7 @@ alignment matrix (A = A^3 is the output, A^1 and A^2 feed only the loss).
 Module and parameter names follow the authors' released model (``visual_proj``, ``visual_pos_enc.pe``,
 ``visual_encoder.layers.N.self_attn``, ``decoder.layers.N.multihead_attn``, ``decoder.norm``, ``v_sim_proj``, ...),
 so a ``state_dict`` of theirs loads with ``strict=True`` once its unused ``timestamp_head.*`` keys are removed
-(nasva.md §8, :func:`adapt_state_dict`). Attention runs batch-first here; ``nn.MultiheadAttention`` stores the same
+(:func:`adapt_state_dict`). Attention runs batch-first here; ``nn.MultiheadAttention`` stores the same
 tensors either way.
 """
 
@@ -25,7 +25,8 @@ from torch import Tensor, nn
 
 @dataclass
 class NasvaModelConfig:
-    """Architecture hyper-parameters, paper/official defaults (nasva.md §3, §8; paper 000 supp. §6.1)."""
+    """Architecture hyper-parameters, paper/official defaults (Li et al., ECCV 2024, supp. §6.1;
+    the authors' code, ``Lzq5/Video-Text-Alignment``)."""
 
     d_visual_in: int = 768  #: C_v: visual feature size (InternVideo-MM-L14 / CLIP ViT-L/14: 768)
     d_text_in: int = 768  #: C_t: text feature size (MiniLM: 384, MPNet: 768)
@@ -38,7 +39,7 @@ class NasvaModelConfig:
     dropout: float = 0.1
     max_text_pe: int = 1024  #: rows of the learned text PE (``<narration>`` mode)
     max_visual_pe: int = 5000  #: rows of the sinusoidal visual PE table
-    alignable_head: bool = True  #: kept for checkpoint compatibility; untrained by default (nasva.md §12.7)
+    alignable_head: bool = True  #: kept for checkpoint compatibility; untrained by default (as in the authors' code)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,7 +52,8 @@ class NasvaModelConfig:
 
 
 def sinusoidal_table(length: int, d_model: int) -> Tensor:
-    """``[1, length, d_model]``: pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(same) (nasva.md §3)."""
+    """``[1, length, d_model]``: pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(same) (Li et al., ECCV 2024,
+    §3.2)."""
     position = torch.arange(length, dtype=torch.float32)[:, None]
     div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
     pe = torch.zeros(length, d_model)
@@ -73,7 +75,8 @@ def _with_pos(x: Tensor, pos: Tensor | None) -> Tensor:
 
 
 class EncoderLayer(nn.Module):
-    """DETR-style post-norm encoder layer: the PE is added to query and key of the attention only (nasva.md §3 step 2)."""
+    """DETR-style post-norm encoder layer: the PE is added to query and key of the attention only (the authors'
+    code)."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float):
         super().__init__()
@@ -95,7 +98,8 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """DETR-style post-norm decoder layer: text self-attention, cross-attention to the frames, FFN (nasva.md §3 step 3)."""
+    """DETR-style post-norm decoder layer: text self-attention, cross-attention to the frames, FFN (the authors'
+    code)."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int, dropout: float):
         super().__init__()
@@ -124,7 +128,7 @@ class DecoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """Stack of encoder layers, no final norm (nasva.md §3)."""
+    """Stack of encoder layers, no final norm (the authors' code)."""
 
     def __init__(self, layer_args: tuple[int, int, int, float], num_layers: int):
         super().__init__()
@@ -162,7 +166,7 @@ class NasvaOutput:
     alignable_logits: Tensor | None = None
 
     def similarities(self) -> Tensor:
-        """A^l for every decoder layer: ``[L, B, K, T]`` cosines (nasva.md §3 step 4)."""
+        """A^l for every decoder layer: ``[L, B, K, T]`` cosines (Li et al., ECCV 2024, §3.2)."""
         return torch.einsum("lbkd,btd->lbkt", self.text_emb, self.visual_emb)
 
     def similarity(self) -> Tensor:
@@ -171,7 +175,7 @@ class NasvaOutput:
 
 
 class NaSVA(nn.Module):
-    """Narrations/Steps-to-Video Aligner (paper 000 §3.2; nasva.md §3)."""
+    """Narrations/Steps-to-Video Aligner (Li et al., ECCV 2024, §3.2)."""
 
     def __init__(self, cfg: NasvaModelConfig | None = None):
         super().__init__()
@@ -194,8 +198,8 @@ class NaSVA(nn.Module):
                 text_padding_mask: Tensor | None, narration: bool | Tensor) -> NasvaOutput:
         """``visual`` ``[B, T, C_v]``, ``text`` ``[B, K, C_t]``; padding masks True on padded rows.
 
-        ``narration``: the type token (nasva.md §3): True = ``<narration>`` (learned text PE added to the decoder's
-        queries and keys), False = ``<step>`` (no text PE); a ``[B]`` bool tensor sets it per sample.
+        ``narration``: the type token (Li et al., ECCV 2024, §3.2): True = ``<narration>`` (learned text PE added to the
+        decoder's queries and keys), False = ``<step>`` (no text PE); a ``[B]`` bool tensor sets it per sample.
         """
         B, T, _ = visual.shape
         K = text.shape[1]
@@ -219,8 +223,9 @@ class NaSVA(nn.Module):
 
 
 def _init_weights(m: nn.Module) -> None:
-    """Official initialisation (nasva.md §3 step 5): Linear (attention ``out_proj`` included) and Embedding weights
-    ~ trunc_normal(0, 0.02), biases 0; LayerNorm 1/0; ``in_proj_weight`` keeps PyTorch's Xavier-uniform default."""
+    """Official initialisation (the authors' code, ``Lzq5/Video-Text-Alignment``): Linear (attention ``out_proj``
+    included) and Embedding weights ~ trunc_normal(0, 0.02), biases 0; LayerNorm 1/0; ``in_proj_weight`` keeps PyTorch's
+    Xavier-uniform default."""
     if isinstance(m, nn.Linear):
         nn.init.trunc_normal_(m.weight, mean=0.0, std=0.02)
         if m.bias is not None:
@@ -232,13 +237,13 @@ def _init_weights(m: nn.Module) -> None:
         nn.init.trunc_normal_(m.weight, mean=0.0, std=0.02)
 
 
-#: keys of the official model that this implementation does not have (nasva.md §8): ignored and reported
+#: keys of the official model that this implementation does not have: ignored and reported
 UNUSED_OFFICIAL_PREFIXES = ("timestamp_head.",)
 
 
 def adapt_state_dict(sd: Mapping[str, Any]) -> tuple[dict[str, Tensor], list[str]]:
     """Accept our flat state dict or the official ``{"epoch", "model_state_dict"}`` layout (DataParallel ``module.``
-    prefixes stripped); return (state dict, ignored keys). Nothing but tensors is accepted (nasva.md §8)."""
+    prefixes stripped); return (state dict, ignored keys). Nothing but tensors is accepted."""
     if "model_state_dict" in sd and isinstance(sd["model_state_dict"], Mapping):
         sd = sd["model_state_dict"]
     out: dict[str, Tensor] = {}

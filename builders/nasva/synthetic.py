@@ -1,5 +1,5 @@
-"""A SYNTHETIC grounding benchmark for the NaSVA trainer (nasva.md §10: "on simulated features the loss must fall and
-train R@1 must rise well above chance"). Its numbers say nothing about real videos.
+"""A SYNTHETIC grounding benchmark for the NaSVA trainer (docs/evaluation.md: on simulated features the loss must
+fall and train R@1 must rise well above chance). Its numbers say nothing about real videos.
 
     python -m builders.nasva.synthetic --out DIR [--seed 0] [--videos 160] [--text-cache FILE]
 

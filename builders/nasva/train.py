@@ -1,4 +1,4 @@
-"""NaSVA trainer (nasva.md §4-§6; paper 000 §3.3, supplementary §6.1) and its CLI.
+"""NaSVA trainer (Li et al., ECCV 2024, §3.3, supp. §6.1; docs/evaluation.md) and its CLI.
 
     python -m builders.nasva.train --features DIR --labels FILE [--narrations FILE] --out CKPT_DIR
         [--epochs 12] [--batch-size 8] [--lr 1e-4] [--seed 2023] [--device cpu|cuda] [--val-labels FILE]
@@ -14,7 +14,7 @@ Determinism and resume: the model is initialised under ``seed``; epoch e draws i
 shuffles and dropout from generators seeded by (seed, e). After every epoch the full training state (weights,
 optimizer, scheduler, log) goes atomically to ``CKPT_DIR/resume.pt``; rerunning the same command after an
 interruption continues from the last finished epoch and ends with the same weights as an uninterrupted run.
-``model.pt`` + ``config.json`` (nasva.md §8) are written when training ends (``resume.pt`` is then removed);
+``model.pt`` + ``config.json`` are written when training ends (``resume.pt`` is then removed);
 ``train_log.jsonl`` after every epoch.
 """
 
@@ -69,10 +69,11 @@ from .model import NaSVA, NasvaModelConfig, count_parameters
 
 @dataclass
 class NasvaTrainConfig:
-    """Training hyper-parameters with the paper's / released code's defaults (nasva.md §6)."""
+    """Training hyper-parameters with the paper's / released code's defaults (Li et al., ECCV 2024, supp. §6.1;
+    ``Lzq5/Video-Text-Alignment``)."""
 
     epochs: int = 12  #: paper (the released yaml variant says 20)
-    batch_size: int = 8  #: paper supp. §6.1
+    batch_size: int = 8  #: Li et al., ECCV 2024, supp. §6.1
     lr: float = 1e-4
     weight_decay: float = 5e-5  #: released config; 0 for ``*.bias`` parameters
     beta1: float = 0.9
@@ -81,13 +82,13 @@ class NasvaTrainConfig:
     grad_clip: float = 1.0  #: clip_grad_norm_ over all parameters
     seed: int = 2023
     temperature: float = 0.07  #: τ of the InfoNCE loss
-    max_vlen: int = 1200  #: training truncation in seconds (paper supp. §6.1)
+    max_vlen: int = 1200  #: training truncation in seconds (Li et al., ECCV 2024, supp. §6.1)
     step_prob: float = 0.5  #: probability that a batch is <step> (texts shuffled, no text PE)
     mode_policy: str = "per_batch"  #: per_batch (released) | by_source (W batches <narration>, S batches <step>)
     negatives: str = "batch"  #: batch (released: every frame of the batch) | video (paper equation)
-    loss: str = "nasva"  #: nasva | tan (symmetric TAN loss, evaluation.md §9)
+    loss: str = "nasva"  #: nasva | tan (symmetric TAN loss, Han et al., CVPR 2022)
     target_rule: str = "nasva"  #: nasva: start <= t <= end | tan: start <= t < end
-    text_encoder: str = "minilm"  #: CPU preset (nasva.md §2); mpnet, a local folder, or hash:DIM (tests)
+    text_encoder: str = "minilm"  #: CPU preset; mpnet, a local folder, or hash:DIM (tests)
     val_mode: str = "narration"  #: type token used for validation (HTM-Align: narration)
     eval_every: int = 1  #: validate every N epochs (and after the last)
     save_every: int = 0  #: also keep CKPT_DIR/epoch-N.pt every N epochs (0: final only, as released)
@@ -110,7 +111,7 @@ def seed_everything(seed: int) -> None:
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Official policy (nasva.md §6): no decay for names containing ``.bias`` (or ``.ln_``, which matches nothing
+    """Official policy (the authors' code): no decay for names containing ``.bias`` (or ``.ln_``, which matches nothing
     here), so LayerNorm weights, ``in_proj_bias`` and the text PE are decayed."""
     no_decay, decay = [], []
     for name, p in model.named_parameters():
@@ -145,7 +146,7 @@ def iterations_per_epoch(samples: Sequence[Sample], cfg: NasvaTrainConfig) -> in
 @torch.no_grad()
 def evaluate(model: NaSVA, samples: Sequence[Sample], store: FeatureStore, text_feats: Sequence[np.ndarray],
              narration: bool, batch_size: int, device: str) -> dict[str, float]:
-    """HTM-Align-style R@1 (evaluation.md §1, micro average, TAN and NaSVA rules) on labelled samples."""
+    """HTM-Align-style R@1 (docs/evaluation.md, micro average, TAN and NaSVA rules) on labelled samples."""
     hits_tan, hits_nsva = [], []
     for j in range(0, len(samples), batch_size):
         chunk = list(range(j, min(j + batch_size, len(samples))))
@@ -204,7 +205,7 @@ def train(features: str | Path, out_dir: str | Path, labels: str | Path | None =
     train_text = "both" if len(sources) == 2 else sources[0][0]
     t_start = time.time()
 
-    # ---- data (nasva.md §4): validate everything before the first step; bad rows are named skips
+    # ---- data: validate everything before the first step; bad rows are named skips
     max_text_pe = int(overrides.get("max_text_pe", NasvaModelConfig.max_text_pe))
     store = FeatureStore(features, expected_dim=overrides.get("d_visual_in"), max_rows=cfg.max_vlen)
     skips = SkipCounts()

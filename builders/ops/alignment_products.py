@@ -37,7 +37,8 @@ class Paraphrase:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Target instruction ``single_index`` broken down into the source instructions ``multi_indices`` (§3.10)."""
+    """Target instruction ``single_index`` broken down into the source instructions ``multi_indices`` (Lin et al., ACL
+    2020, §5.3)."""
 
     single_index: int
     multi_indices: tuple[int, ...]

@@ -56,7 +56,7 @@ def content_labels(sentences: Sequence[Sequence[float]], segments: Iterable[Sequ
 def recipe_type_split(sentences_per_type: Mapping[str, int], test_fraction: float = TEST_FRACTION,
                       validation_fraction: float = VALIDATION_FRACTION) -> dict[str, str]:
     """Split by recipe type (dish): types ordered by sha1; test until it holds >= ``test_fraction`` of the
-    sentences, then validation until >= ``validation_fraction``, the rest train (spec §3.5)."""
+    sentences, then validation until >= ``validation_fraction``, the rest train (Lin et al., ACL 2020, A.1.3)."""
     total = sum(sentences_per_type.values())
     order = sorted(sentences_per_type, key=lambda t: hashlib.sha1(str(t).encode()).hexdigest())
     out: dict[str, str] = {}
@@ -75,8 +75,8 @@ def recipe_type_split(sentences_per_type: Mapping[str, int], test_fraction: floa
 
 def position_features(starts: Sequence[float], ends: Sequence[float], n_words: Sequence[int],
                       duration: float) -> np.ndarray:
-    """``[r, r², 1[r < 0.1], 1[r > 0.9], log(1 + words)]`` with r = sentence midpoint / video duration (spec §3.5,
-    the ``logreg`` classifier's non-embedding features). Returns float32 ``[n, 5]``."""
+    """``[r, r², 1[r < 0.1], 1[r > 0.9], log(1 + words)]`` with r = sentence midpoint / video duration
+    (docs/corpora/marc.md, the ``logreg`` classifier's non-embedding features). Returns float32 ``[n, 5]``."""
     mid = (np.asarray(starts, dtype=np.float64) + np.asarray(ends, dtype=np.float64)) / 2
     r = np.clip(mid / duration, 0.0, 1.0) if duration > 0 else np.zeros_like(mid)
     words = np.asarray(n_words, dtype=np.float64)

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Sequence
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
 _PARENS = re.compile(r"\([^)]*\)")
-#: quantities dropped from ingredient lines (spec §3.6; NFKC turns ½ into 1⁄2 with a fraction slash)
+#: quantities dropped from ingredient lines (Lin et al., ACL 2020, §2.3, A.1.4; NFKC turns ½ into 1⁄2 with a fraction
+#: slash)
 _QUANTITY = re.compile(r"(?<!\w)[\d½¼¾⅓⅔⅛⁄/.\-]+(?!\w)")
 
-#: units and non-ingredient nouns removed from ingredient terms (spec §3.6)
+#: units and non-ingredient nouns removed from ingredient terms (toolkit list, docs/corpora/marc.md)
 NON_INGREDIENT_NOUNS = frozenset([
     "cup", "tablespoon", "tbsp", "teaspoon", "tsp", "ounce", "oz", "pound", "lb", "gram", "g", "kg", "ml", "l",
     "liter", "litre", "pinch", "dash", "can", "package", "jar", "piece", "slice", "inch", "stick", "quart",
@@ -25,17 +26,18 @@ NON_INGREDIENT_NOUNS = frozenset([
 
 
 def normalise_title(title: str) -> str:
-    """NFKC, whitespace collapsed, stripped (case kept; spec §3.1)."""
+    """NFKC, whitespace collapsed, stripped (case kept)."""
     return _SPACE.sub(" ", unicodedata.normalize("NFKC", title)).strip()
 
 
 def title_words(title: str) -> list[str]:
-    """Casefolded ``\\w+`` tokens of a title (spec §3.3 step 4, §3.4)."""
+    """Casefolded ``\\w+`` tokens of a title (common-title-word filter of Lin et al., ACL 2020, A.1.1; dishes)."""
     return _WORD.findall(unicodedata.normalize("NFKC", title).casefold())
 
 
 def dish_id(title: str) -> str:
-    """Casefolded title tokens joined by ``_`` (``chewy_chocolate_chip_cookies``, the ARA naming; spec §3.4)."""
+    """Casefolded title tokens joined by ``_`` (``chewy_chocolate_chip_cookies``, the ARA naming; Lin et al., ACL 2020,
+    §2)."""
     return "_".join(title_words(title))
 
 
@@ -57,13 +59,13 @@ def sha1_hex(text: str) -> str:
 
 
 def cap_recipes(recipe_ids: Sequence[str], cap: int) -> list[str]:
-    """At most ``cap`` recipes of a dish: the ones with the smallest sha1(recipe_id) (spec §3.4, ``dish_capped``)."""
+    """At most ``cap`` recipes of a dish: the ones with the smallest sha1(recipe_id) (toolkit rule, ``dish_capped``)."""
     return sorted(recipe_ids, key=sha1_hex)[:cap] if len(recipe_ids) > cap else list(recipe_ids)
 
 
 def split_counts(n_dishes: int, test: int = 103, validation: int = 94, paper_total: int = 4262) -> tuple[int, int]:
     """(test, validation) dish counts: the paper's 103 / 94 of 4,262 scaled to ``n_dishes`` (rounded, at least 1 each
-    when there are >= 3 dishes; spec §3.4)."""
+    when there are >= 3 dishes; Lin et al., ACL 2020, §2)."""
     if n_dishes >= paper_total:
         return test, validation
     n_test = round(n_dishes * test / paper_total)
@@ -76,7 +78,7 @@ def split_counts(n_dishes: int, test: int = 103, validation: int = 94, paper_tot
 def dish_splits(dish_ids: Iterable[str], test: int = 103, validation: int = 94,
                 paper_total: int = 4262) -> dict[str, str]:
     """Split by dish: dishes ordered by sha1(dish_id); the first go to test, the next to validation, the rest to
-    train (spec §3.4)."""
+    train (Lin et al., ACL 2020, §2: 103 / 94 / 4,065 dishes)."""
     ordered = sorted(set(dish_ids), key=sha1_hex)
     n_test, n_val = split_counts(len(ordered), test, validation, paper_total)
     out = {}
@@ -86,12 +88,13 @@ def dish_splits(dish_ids: Iterable[str], test: int = 103, validation: int = 94,
 
 
 def videos_per_dish(n_text: int, ratio: float = 77550 / 48852, lo: int = 3, hi: int = 100) -> int:
-    """``clamp(round(rho · n_text), 3, 100)`` video recipes per dish (spec §3.5; rho = 77,550 / 48,852)."""
+    """``clamp(round(rho · n_text), 3, 100)`` video recipes per dish (Lin et al., ACL 2020, §2, Table 1; rho = 77,550 /
+    48,852)."""
     return int(min(hi, max(lo, round(ratio * n_text))))
 
 
 def clean_ingredient_line(line: str) -> str:
-    """Casefold, remove parentheses, cut at the first comma, drop quantities (spec §3.6)."""
+    """Casefold, remove parentheses, cut at the first comma, drop quantities (docs/corpora/marc.md)."""
     text = _PARENS.sub(" ", unicodedata.normalize("NFKC", line).casefold())
     text = text.split(",", 1)[0]
     text = _QUANTITY.sub(" ", text)
@@ -110,14 +113,16 @@ def ingredient_terms(noun_lemmas: Iterable[str]) -> set[str]:
 
 
 def ingredient_match(a: set[str], b: set[str]) -> float:
-    """Overlap coefficient ``|A ∩ B| / min(|A|, |B|)``, 0 if either is empty (spec §3.6, §10)."""
+    """Overlap coefficient ``|A ∩ B| / min(|A|, |B|)``, 0 if either is empty (the paper gives no denominator:
+    docs/corpora/marc.md, Departures from the paper)."""
     if not a or not b:
         return 0.0
     return len(a & b) / min(len(a), len(b))
 
 
 def length_ok(n_a: int, n_b: int, max_ratio: float = 2.0) -> bool:
-    """Text-text pairs: neither recipe has more than ``max_ratio`` times the other's instructions (spec §3.6)."""
+    """Text-text pairs: neither recipe has more than ``max_ratio`` times the other's instructions (Lin et al., ACL 2020,
+    A.1.4)."""
     lo, hi = sorted((n_a, n_b))
     return lo > 0 and hi <= max_ratio * lo
 
@@ -125,7 +130,7 @@ def length_ok(n_a: int, n_b: int, max_ratio: float = 2.0) -> bool:
 def dish_pairs(recipes: Sequence[tuple[str, str, int, set[str]]], text_match: float = 0.70,
                video_match: float = 0.90, max_length_ratio: float = 2.0
                ) -> tuple[list[dict[str, object]], list[tuple[str, str]]]:
-    """Within-dish recipe pairs with ingredient and length pruning (spec §3.6; paper §2.3, A.1.4).
+    """Within-dish recipe pairs with ingredient and length pruning (Lin et al., ACL 2020, §2.3, A.1.4).
 
     ``recipes``: ``(recipe_id, modality "text"|"video", number of instructions, ingredient terms)``. Every unordered
     pair is considered once; text-text and text-video pairs need ``match >= text_match``, video-video

@@ -208,12 +208,12 @@ class HmmIbm1Config:
 BEST_SETTINGS: dict[str, Any] = {
     "schedule": ((5, 5),),  # the paper's 5 EM iterations, all at its widest useful window ±5 (no w=1 warm start)
     "min_count": 1,  # the cut-off scaled to corpus size: 5 per ~390K instructions is < 1 per 631
-    "identity_prior": 100.0,  # κ of docs/corpora/marc.md (the spec's value) ...
+    "identity_prior": 100.0,  # κ of docs/corpora/marc.md (the toolkit's value) ...
     "identity_map": True,  # ... kept as a Dirichlet prior in every M-step (MAP-EM), so no early stopping is needed
 }
 BEST_NOTE = """How the best preset was found (docs/corpora/marc.md fixture, 60 gold pairs, primary F1 = none=ignore_gold).
 
-Diagnosis of the paper configuration (15.6 F1): from a uniform table, 660 pairs cannot identify IBM1 (the spec's
+Diagnosis of the paper configuration (15.6 F1): from a uniform table, 660 pairs cannot identify IBM1 (the
 κ = 0 collapse; learned p(0) = 0.71). With κ = 30 the learned table alone (each source instruction decoded on its own)
 reaches 62.7, but the HMM with the paper's window drops it to 58.2: ARA sources are the longer recipe and skip or
 reorder steps, so jumps beyond ±2 are needed; and the w = 1 warm start drives p(±1) to ~0.5 / 0.1 before the ±2
@@ -221,8 +221,8 @@ offsets are added at the smallest current p (~0.01), from which they never recov
 with the same table gives 63.3.
 
 Changes: the grid below showed which knobs matter (window and identity prior); the values are the paper's or the
-spec's, not the grid's argmax. Start at w = 5 (the paper: "beyond 5 decreases performance"; 5 iterations as the
-paper). κ = 100 (the spec's value) as a MAP Dirichlet prior: init-only κ decays with iterations (65.2 after 1, 62.5
+toolkit's, not the grid's argmax. Start at w = 5 (the paper: "beyond 5 decreases performance"; 5 iterations as the
+paper). κ = 100 (the toolkit's value) as a MAP Dirichlet prior: init-only κ decays with iterations (65.2 after 1, 62.5
 after 20) while MAP stays at 64.9-65.5 from 2 to 20 iterations, so no early stopping is needed. min_count = 1: a
 cut-off of 5 was set for 48K recipes (~390K instructions); on 66 recipes it removes most content words (~2 F1
 lower). NULL word off as in the paper (no consistent effect, ±0.5). Result: 65.5 F1 (paper 15.6, BM25 60.9).

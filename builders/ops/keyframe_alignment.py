@@ -34,15 +34,16 @@ __all__ = [
     "union_frames",
 ]
 
-EPSILON_SEC = 15.0  # window expansion ε (Souček et al., CVPR 2025, Sec. 3 and App. A; spec §6)
-FPS = 5.0  # frame grid of the release (spec §6 [toolkit, matches the release])
-MASK_TOL = 1e-6  # candidate rule a_k − 1e-6 ≤ g/fps ≤ b_k + 1e-6 (spec §6)
+EPSILON_SEC = 15.0  # window expansion ε (Souček et al., CVPR 2025, Sec. 3 and App. A)
+FPS = 5.0  # frame grid of the release ([toolkit], matches the release)
+MASK_TOL = 1e-6  # candidate rule a_k − 1e-6 ≤ g/fps ≤ b_k + 1e-6 (toolkit)
 _NEG_INF = np.array([-np.inf])
 
 
 class Alignment(NamedTuple):
     """Result of :func:`align_keyframes`: ``frames`` int64 ``[K]`` grid indices (``None`` when infeasible, i.e.
-    ``alignment_infeasible``, spec §10) and ``total`` = Σ_k S[k, g*_k] in float64 (``-inf`` when infeasible)."""
+    ``alignment_infeasible``, docs/reason-codes.md) and ``total`` = Σ_k S[k, g*_k] in float64 (``-inf`` when
+    infeasible)."""
 
     frames: np.ndarray | None
     total: float
@@ -57,7 +58,8 @@ def _vec(x, name: str) -> np.ndarray:
 
 def frame_windows(starts, ends, t_last: float, epsilon: float = EPSILON_SEC,
                   fps: float = FPS) -> tuple[np.ndarray, np.ndarray]:
-    """Search windows ``a_k = max(0, s_k − ε)``, ``b_k = min(t_last, e_k + ε)`` in seconds (spec §6 "Windows" [paper]).
+    """Search windows ``a_k = max(0, s_k − ε)``, ``b_k = min(t_last, e_k + ε)`` in seconds (Souček et al., CVPR 2025,
+    App. A).
 
     ``fps`` does not enter the bounds (they are seconds); it is accepted so that every function of this module takes
     the grid the same way. A window may be empty (``b_k < a_k``) when a step starts after ``t_last + ε``.
@@ -73,7 +75,8 @@ def frame_windows(starts, ends, t_last: float, epsilon: float = EPSILON_SEC,
 
 
 def candidate_mask(a, b, n_frames: int, fps: float = FPS) -> np.ndarray:
-    """Bool ``[K, n_frames]``: ``C_k = {g : a_k − 1e-6 ≤ g/fps ≤ b_k + 1e-6}`` (spec §6 "Windows")."""
+    """Bool ``[K, n_frames]``: ``C_k = {g : a_k − 1e-6 ≤ g/fps ≤ b_k + 1e-6}`` (Souček et al., CVPR 2025, App. A
+    windows)."""
     a, b = _vec(a, "a"), _vec(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"a {a.shape} and b {b.shape} differ")
@@ -82,13 +85,13 @@ def candidate_mask(a, b, n_frames: int, fps: float = FPS) -> np.ndarray:
 
 
 def union_frames(mask: np.ndarray) -> np.ndarray:
-    """The sorted union ``U`` of all candidate sets (int64 grid indices): the only frames that need embedding (§6)."""
+    """The sorted union ``U`` of all candidate sets (int64 grid indices): the only frames that need embedding."""
     return np.flatnonzero(np.asarray(mask, dtype=bool).any(axis=0))
 
 
 def middle_scores(starts, ends, n_frames: int, fps: float = FPS) -> np.ndarray:
-    """Middle-frame fallback scores ``S[k, g] = −|g − fps·(s_k+e_k)/2|`` (float64 ``[K, n_frames]``; spec §6
-    "Fallback without CLIP weights" [toolkit], HowToStep-style middle frame of Souček et al., CVPR 2025, Table 3)."""
+    """Middle-frame fallback scores ``S[k, g] = −|g − fps·(s_k+e_k)/2|`` (float64 ``[K, n_frames]``;
+    fallback without CLIP weights [toolkit], HowToStep-style middle frame of Souček et al., CVPR 2025, Table 3)."""
     s, e = _vec(starts, "starts"), _vec(ends, "ends")
     if s.shape != e.shape:
         raise ValueError(f"starts {s.shape} and ends {e.shape} differ")
@@ -98,7 +101,8 @@ def middle_scores(starts, ends, n_frames: int, fps: float = FPS) -> np.ndarray:
 
 
 def align_keyframes(scores: np.ndarray, mask: np.ndarray, *, columns=None) -> Alignment:
-    """One frame per step, strictly increasing, maximising Σ_k S[k, g_k] (spec §6 "Dynamic programme").
+    """One frame per step, strictly increasing, maximising Σ_k S[k, g_k] (Souček et al., CVPR 2025, App. A;
+    recurrence [toolkit]).
 
     ``scores`` and ``mask`` have the same shape ``[K, C]``: the full grid (``C = N``, ``columns=None``) or, with
     ``columns`` = the strictly increasing grid indices of the ``C`` columns (e.g. :func:`union_frames`), any subset of
@@ -172,9 +176,9 @@ def align_keyframes(scores: np.ndarray, mask: np.ndarray, *, columns=None) -> Al
 
 
 def start_sec_frame_idx(a, frames, fps: float = FPS) -> tuple[np.ndarray, np.ndarray]:
-    """Re-extraction pair per step (spec §7 [toolkit]): ``start_sec = floor(a_k)`` (int64) and ``frame_idx`` =
-    ``g − ceil(fps·start_sec − 1e-6)`` (int64), i.e. ``g − 5·start_sec`` on the default 5-fps grid: the index among
-    the frames that ``select=gte(t\\,START_SEC)`` passes, so ``frame_time = start_sec + frame_idx/5``."""
+    """Re-extraction pair per step ([toolkit], docs/corpora/showhowto.md): ``start_sec = floor(a_k)`` (int64) and
+    ``frame_idx`` = ``g − ceil(fps·start_sec − 1e-6)`` (int64), i.e. ``g − 5·start_sec`` on the default 5-fps grid: the
+    index among the frames that ``select=gte(t\\,START_SEC)`` passes, so ``frame_time = start_sec + frame_idx/5``."""
     a = _vec(a, "a")
     g = np.asarray(frames, dtype=np.int64)
     if g.shape != a.shape:
@@ -185,7 +189,7 @@ def start_sec_frame_idx(a, frames, fps: float = FPS) -> tuple[np.ndarray, np.nda
 
 
 def frame_time_from_upstream(start_sec, frame_idx, fps: float = FPS):
-    """Frame time of an upstream ``keyframes.json`` pair whose ``start_sec`` may be fractional (spec §7):
+    """Frame time of an upstream ``keyframes.json`` pair whose ``start_sec`` may be fractional:
     ``ceil(fps·start_sec − 1e-6)/fps + frame_idx/fps`` (scalars in, float out; arrays in, float64 array out)."""
     s = np.asarray(start_sec, dtype=np.float64)
     i = np.asarray(frame_idx, dtype=np.float64)

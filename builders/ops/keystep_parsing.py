@@ -1,5 +1,5 @@
 """ShowHowTo LLM text in and out: transcript rendering, the Yes/No filter parser, key-step JSON parsing and validation
-(docs/corpora/showhowto.md, reason codes §10).
+(docs/corpora/showhowto.md; reason codes: docs/reason-codes.md).
 
 Paper: Souček et al., CVPR 2025 Sec. 3 ("Filtering of irrelevant videos", "Extracting key steps")
 and App. A / Fig. 19-20 (the two prompts; videos with "incomplete descriptions" are dropped) [paper]. The transcript
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Self
 
-import json_repair  # the json-repair package (spec §5 step 3)
+import json_repair  # the json-repair package (parsing step 3)
 
 __all__ = [
     "LLM_MALFORMED",
@@ -48,7 +48,8 @@ FilterAnswer = Literal["yes", "no", "ambiguous"]
 
 
 class Failure(str):
-    """A reason code of spec §10 (the string itself) with a human ``detail``; ``.reason`` gives the plain code."""
+    """A reason code of docs/reason-codes.md (the string itself) with a human ``detail``; ``.reason`` gives the plain
+    code."""
 
     detail: str
 
@@ -78,7 +79,7 @@ class KeyStep(NamedTuple):
 
 @dataclass
 class ParsedSteps:
-    """A parsed key-step completion (spec §5 "Robust JSON parsing"): steps renumbered 0..n-1 in list order."""
+    """A parsed key-step completion (robust JSON parsing, toolkit): steps renumbered 0..n-1 in list order."""
 
     wikihow_title: str | None
     steps: list[KeyStep] = field(default_factory=list)
@@ -90,8 +91,8 @@ class ParsedSteps:
 
 def render_transcript_text(segments: Sequence[Mapping[str, Any]], base_limit: int = 1500, long_bonus: int = 2000,
                            long_after: float = 400.0) -> str:
-    """The filter prompt's transcript (spec §5 "Filter prompt" [code]): segment texts joined by one space, verbatim;
-    cut to ``base_limit`` (+ ``long_bonus`` when the last segment, by list order, ends strictly after
+    """The filter prompt's transcript (the filter prompt of upstream ``soCzech/ShowHowTo``): segment texts joined by one
+    space, verbatim; cut to ``base_limit`` (+ ``long_bonus`` when the last segment, by list order, ends strictly after
     ``long_after`` s) characters plus ``"..."``. No segments → ``""``."""
     if not segments:
         return ""
@@ -103,8 +104,9 @@ def render_transcript_text(segments: Sequence[Mapping[str, Any]], base_limit: in
 
 
 def render_transcript_block(segments: Sequence[Mapping[str, Any]]) -> str:
-    """The key-step prompt's transcript block (spec §5 "Key-step prompt" [code]): ``[start of transcript]``, one line
-    ``f'{start:.2f} - {end:.2f}: "{text}"'`` per segment (text verbatim), ``[end of transcript]``; joined by ``\\n``."""
+    """The key-step prompt's transcript block (the key-step prompt of upstream ``soCzech/ShowHowTo``): ``[start of
+    transcript]``, one line ``f'{start:.2f} - {end:.2f}: "{text}"'`` per segment (text verbatim), ``[end of
+    transcript]``; joined by ``\\n``."""
     lines = ["[start of transcript]"]
     lines += [f'{float(seg["start"]):.2f} - {float(seg["end"]):.2f}: "{seg["text"]}"' for seg in segments]
     lines.append("[end of transcript]")
@@ -120,10 +122,10 @@ _EXPLANATION_RE = re.compile(r"explanation\s*:", re.IGNORECASE)
 
 
 def parse_filter_answer(text: str) -> tuple[FilterAnswer, str]:
-    """Yes/No parsing of the filter completion (spec §5 "Yes/No parsing" [toolkit]) → ``(answer, explanation)``.
+    """Yes/No parsing of the filter completion (toolkit rule, docs/corpora/showhowto.md) → ``(answer, explanation)``.
 
     Strip whitespace and leading ``*``, ``#``, ``>``, quotes. Only the text before the first ``Explanation:``
-    (case-insensitive) decides: if its whole-word ``yes``/``no`` tokens hold both values → ``ambiguous`` (the spec's
+    (case-insensitive) decides: if its whole-word ``yes``/``no`` tokens hold both values → ``ambiguous`` (the toolkit's
     "Yes or no? No" case, which also starts with "Yes"); else (1) a leading ``yes``/``no`` followed by a non-letter or
     the end → that answer; (2) else exactly one distinct token value → that answer; (3) else ``ambiguous``. The
     explanation is the first non-empty line after ``Explanation:`` (``*`` and spaces stripped), ``""`` without one.
@@ -156,7 +158,7 @@ _CLOSERS = {"[": "]", "{": "}"}
 
 
 def _strip_fences(text: str) -> str:
-    """Spec §5 step (1): drop an opening ```json fence that comes before any bracket, then cut at the next ```."""
+    """Parsing step (1): drop an opening ```json fence that comes before any bracket, then cut at the next ```."""
     bracket = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
     fence = _FENCE_RE.search(text)
     if fence and (bracket < 0 or fence.start() < bracket):
@@ -166,7 +168,7 @@ def _strip_fences(text: str) -> str:
 
 
 def _bracket_span(text: str, start: int) -> str | None:
-    """Spec §5 step (2): the span from ``text[start]`` to its matching bracket, aware of JSON strings and escapes;
+    """Parsing step (2): the span from ``text[start]`` to its matching bracket, aware of JSON strings and escapes;
     ``None`` when it never closes or a closer does not match."""
     stack: list[str] = []
     in_string = escaped = False
@@ -208,7 +210,7 @@ def _number(value: Any) -> float | None:
 
 
 def _shape(data: Any) -> tuple[Any, list[Any]] | Failure:
-    """Spec §5 step (4): ``(title, raw steps)`` from the accepted shapes, or ``llm_malformed``."""
+    """Parsing step (4): ``(title, raw steps)`` from the accepted shapes, or ``llm_malformed``."""
     if (isinstance(data, list) and len(data) == 2 and all(isinstance(d, dict) for d in data)
             and "WikiHow Title" in data[0] and "steps" in data[1] and "instruction" not in data[0]):
         title, steps = data[0]["WikiHow Title"], data[1]["steps"]
@@ -226,7 +228,7 @@ def _shape(data: Any) -> tuple[Any, list[Any]] | Failure:
 
 
 def parse_keysteps(completion: str) -> ParsedSteps | Failure:
-    """Parse a key-step completion (spec §5 "Robust JSON parsing" steps (1)-(5) [toolkit]).
+    """Parse a key-step completion (robust JSON parsing, steps (1)-(5) [toolkit]).
 
     (1) fences: an opening ```` ```json ```` before the first bracket is dropped (the prompt ends inside an opened
     fence, so a model that reopens one writes it first), then the text is cut at the next ```` ``` ````; (2) the span
@@ -279,7 +281,8 @@ def parse_keysteps(completion: str) -> ParsedSteps | Failure:
 def validate_keysteps(steps: Sequence[tuple[str, float, float]], duration: float | None, t_last: float | None,
                       min_steps: int = 2, tolerance: float = 1.0, *,
                       last_segment_end: float | None = None) -> Failure | None:
-    """Spec §5 "Validation" [paper + toolkit]: ``None`` when the steps pass, else the first failing check:
+    """Validation (Souček et al., CVPR 2025, Sec. 3, plus toolkit checks): ``None`` when the steps pass, else the first
+    failing check:
 
     1. every ``0 ≤ start ≤ end`` (finite) → else ``llm_malformed``;
     2. every ``end ≤ min(duration, t_last) + tolerance`` and ``start < t_last`` → else ``steps_out_of_range``

@@ -42,7 +42,7 @@ def _merge_group(group: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def merge_segments(kept: Sequence[Mapping[str, Any]], discarded_asr_indices: Iterable[int] = (),
                    max_dur_s: float = 8.0, max_gap_s: float = 4.0) -> list[dict[str, Any]]:
-    """Merge consecutive kept (swapped) segments of one video (Batra et al., ECCV 2024, supp. A.2; spec §3.6).
+    """Merge consecutive kept (swapped) segments of one video (Batra et al., ECCV 2024, supp. A.2).
 
     ``kept``: the segments kept by the swap, dicts with ``start, end, text, recipe_id, step_index, similarity,
     candidates, asr_text, asr_index`` (``asr_index`` = position of the segment in the video's cleaned, time-sorted

@@ -31,19 +31,20 @@ __all__ = [
     "snv_matrix",
 ]
 
-TAU = 0.07  # softmax temperature of A_SN (Chen et al., ECCV 2024, §4.2; spec §4)
-WINDOW_W = 2  # |t − k*| ≤ W positive frames (Chen et al., ECCV 2024, Table 3 best; spec §4)
-GAMMA = 0.65  # keep threshold on A_mult[i, k*] (Chen et al., ECCV 2024, Table 3 best; spec §4)
-KEEP_RATIO = 0.15  # share kept by gamma_mode="keep_ratio" (the paper's ≈15 % at γ = 0.65; spec §4 toolkit addition)
+TAU = 0.07  # softmax temperature of A_SN (Chen et al., ECCV 2024, §4.2)
+WINDOW_W = 2  # |t − k*| ≤ W positive frames (Chen et al., ECCV 2024, Table 3 best)
+GAMMA = 0.65  # keep threshold on A_mult[i, k*] (Chen et al., ECCV 2024, Table 3 best)
+KEEP_RATIO = 0.15  # share kept by gamma_mode="keep_ratio" (the paper's ≈15 % at γ = 0.65; toolkit addition)
 PATHWAYS = ("snv", "long", "short")
 GAMMA_MODES = ("absolute", "keep_ratio")
 
 
 @dataclass
 class MPTVA:
-    """MPTVA labels per step (spec §4): ``k_star`` = argmax_t A_mult, window [start, end] = [k*−W, k*+W] clipped,
-    ``score`` = A_mult[i, k*], ``pathway_scores`` [L, 3] = (snv, long, short) at k* (NaN for a missing pathway),
-    ``keep`` (γ rule); ``pathways`` = the names of the pathways that were averaged (for provenance)."""
+    """MPTVA labels per step (Chen et al., ECCV 2024, §3.2.2): ``k_star`` = argmax_t A_mult, window [start, end] =
+    [k*−W, k*+W] clipped, ``score`` = A_mult[i, k*], ``pathway_scores`` [L, 3] = (snv, long, short) at k* (NaN for a
+    missing pathway), ``keep`` (γ rule); ``pathways`` = the names of the pathways that were averaged (for
+    provenance)."""
 
     k_star: np.ndarray
     start: np.ndarray
@@ -55,7 +56,7 @@ class MPTVA:
 
 
 def snv_matrix(step_emb: np.ndarray, narr_emb: np.ndarray, Y_NV: np.ndarray, tau: float = TAU) -> np.ndarray:
-    """A_SNV = softmax_n(Ê(S)·Ê(N)ᵀ/τ)·Y_NV (Chen et al., ECCV 2024, Eq. 4-5; spec §4), embeddings L2-normalised here.
+    """A_SNV = softmax_n(Ê(S)·Ê(N)ᵀ/τ)·Y_NV (Chen et al., ECCV 2024, Eq. 4-5), embeddings L2-normalised here.
     Returns float32 [L, T]; with no narrations every row is 0."""
     S = np.asarray(step_emb, dtype=np.float32)
     N = np.asarray(narr_emb, dtype=np.float32)
@@ -99,14 +100,14 @@ def mptva_fuse(
     keep_ratio: float = KEEP_RATIO,
     allow_missing: bool = False,
 ) -> MPTVA:
-    """Fuse the pathways and label every step (spec §4; Chen et al., ECCV 2024, §3.2.2).
+    """Fuse the pathways and label every step (Chen et al., ECCV 2024, §3.2.2).
 
     A_mult = plain mean of the available pathways [L, T] (no rescaling: A_SNV ∈ [0,1], cosines ∈ [−1,1]); k* =
     first argmax per row; start = max(0, k*−W), end = min(T−1, k*+W); score = A_mult[i, k*]. ``gamma_mode``:
     ``absolute`` keeps score ≥ γ (drop reason ``mptva_below_gamma``); ``keep_ratio`` keeps the top
     ``ceil(keep_ratio·L)`` steps of this call (see ``keep_top_share``). A pathway given as None is missing: a
-    ValueError unless ``allow_missing`` (spec §4 ``mptva.allow_missing``), then the others are averaged and its
-    ``pathway_scores`` column is NaN. At least one pathway is required.
+    ValueError unless ``allow_missing`` (``mptva.allow_missing``, a toolkit option), then the others are averaged and
+    its ``pathway_scores`` column is NaN. At least one pathway is required.
     """
     if gamma_mode not in GAMMA_MODES:
         raise ValueError(f"gamma_mode must be one of {GAMMA_MODES}, got {gamma_mode!r}")
@@ -116,7 +117,7 @@ def mptva_fuse(
     missing = [name for name, a in given.items() if a is None]
     if missing and not allow_missing:
         raise ValueError(f"MPTVA pathway(s) {missing} missing; set mptva.allow_missing=true to average the others "
-                         "(spec §4)")
+                         "(docs/corpora/howtostep.md, MPTVA option)")
     mats: dict[str, np.ndarray] = {}
     for name, a in given.items():
         if a is None:
@@ -139,7 +140,7 @@ def mptva_fuse(
         return MPTVA(np.zeros(0, dtype=np.int64), e, e.copy(), e.copy(), np.zeros((0, 3)), np.zeros(0, dtype=bool),
                      names)
     if T < 1:
-        raise ValueError("T must be >= 1 frame (T=0 is bad_features, spec §7)")
+        raise ValueError("T must be >= 1 frame (T=0 is bad_features, docs/reason-codes.md)")
     stack = np.stack([mats[n] for n in names])  # [P, L, T]
     a_mult = stack.sum(axis=0) / len(names)
     k_star = np.argmax(a_mult, axis=1).astype(np.int64)

@@ -1,10 +1,11 @@
-"""TAN caption cleaning and sentencification of timed transcripts, as pure functions (spec ``howtostep.md`` §3.2).
+"""TAN caption cleaning and sentencification of timed transcripts, as pure functions (docs/corpora/howtostep.md).
 
-Rules from TAN's ``sentencify_text`` (GitHub ``TengdaHan/TemporalAlignNet``, ``filters/utils.py``), as fixed by the
-spec: for HowTo100M raw captions (``htm_raw``) the (b) length filter, the (c)–(e) cleaning and the (f) count check;
-for punctuated input a word stream cut after sentence-final words; for unpunctuated input on the CPU preset the
-``no_punct_fallback`` (TAN's punctuation BERT is not available offline, spec §3.2 and §6). The (a) language filter
-needs ``langdetect`` (``builders.models.language``), so :func:`narrations_from_transcript` takes it as a callable.
+Rules from TAN's ``sentencify_text`` (GitHub ``TengdaHan/TemporalAlignNet``, ``filters/utils.py``), as the toolkit
+applies them (docs/corpora/howtostep.md): for HowTo100M raw captions (``htm_raw``) the (b) length filter, the (c)–(e)
+cleaning and the (f) count check; for punctuated input a word stream cut after sentence-final words; for unpunctuated
+input on the CPU preset the ``no_punct_fallback`` (TAN's punctuation BERT is not available offline,
+docs/corpora/howtostep.md, Presets). The (a) language filter needs ``langdetect`` (``builders.models.language``), so
+:func:`narrations_from_transcript` takes it as a callable.
 
 A sentence is ``(text, start, end)`` in seconds, the order of :mod:`builders.ops.transcript_sentences`.
 """
@@ -27,14 +28,14 @@ Sentence = tuple[str, float, float]
 Word = tuple[str, float, float]
 RawWord = tuple[str, float | None, float | None]  # a WhisperX word; times None when absent
 
-# spec §3.2 thresholds (TAN filters/utils.py)
+# TAN's thresholds (Han et al., CVPR 2022; TAN filters/utils.py)
 MIN_CAPTION_DURATION = 0.2  # (c) captions lasting <= 0.2 s are ASR glitches
 LENGTH_MIN_CAPTIONS = 10  # (b) more than 10 captions ...
 LENGTH_MIN_MEAN_WORDS = 5  # (b) ... and more than 5 words per caption on average
 MIN_MERGED_CAPTIONS = 5  # (f) <= 5 captions after (c)-(e) -> too_few_narrations
 MIN_NARRATIONS = 5  # all formats: at least 5 sentences
 PUNCTUATED_SHARE = 0.5  # punctuated iff >= 50 % of captions contain ',' or '.'
-GAP_S, MIN_WORDS, MAX_WORDS = 1.0, 20, 40  # no_punct_fallback (spec §3.2, CPU preset)
+GAP_S, MIN_WORDS, MAX_WORDS = 1.0, 20, 40  # no_punct_fallback (toolkit, CPU preset)
 
 FORMATS = ("htm_raw", "sentencified", "whisperx", "segments", "asr")
 MODE_PUNCTUATED, MODE_NO_PUNCT, MODE_SENTENCIFIED, MODE_WHISPERX_WORDS = (
@@ -54,7 +55,7 @@ def _finite(x: Any) -> bool:
 
 
 def _good_times(start: Any, end: Any) -> bool:
-    """Finite, non-negative and ``end >= start`` (spec §3.2 "all formats", §7)."""
+    """Finite, non-negative and ``end >= start`` (all transcript formats; ``bad_timestamp``)."""
     return _finite(start) and _finite(end) and 0 <= float(start) <= float(end)
 
 
@@ -62,7 +63,7 @@ def _good_times(start: Any, end: Any) -> bool:
 
 
 def tan_length_ok(texts: Sequence[str]) -> bool:
-    """Spec §3.2 (b): more than 10 captions and more than 5 whitespace words per caption on average."""
+    """TAN filter (b): more than 10 captions and more than 5 whitespace words per caption on average."""
     if len(texts) <= LENGTH_MIN_CAPTIONS:
         return False
     return sum(len(str(t).split()) for t in texts) / len(texts) > LENGTH_MIN_MEAN_WORDS
@@ -115,13 +116,13 @@ def _average_overlaps(caps: list[Sentence], counts: Counter) -> list[Sentence]:
 
 def tan_clean_raw_captions(texts: Sequence[str], starts: Sequence[float],
                            ends: Sequence[float]) -> tuple[list[Sentence], Counter]:
-    """Spec §3.2 (c)–(e) on HowTo100M raw captions -> ``([(text, start, end)], counters)``.
+    """TAN cleaning (c)–(e) on HowTo100M raw captions -> ``([(text, start, end)], counters)``.
 
     (c) drop captions lasting <= 0.2 s (``caption_too_short``; non-finite times fail the test as in TAN and count
     ``bad_timestamp``), empty after stripping (``caption_empty``) or holding both ``[`` and ``]`` (``caption_tag``,
     e.g. ``[Music]``); (d) rolling line-break duplicates (``linebreak_duplicate``), then prefix runs merged
     (``prefix_merged`` = captions merged away); (e) overlapping neighbours meet at the mean (``overlap_averaged``).
-    The next caption of the (d) line test is the next one kept by (c) (the spec's order; TAN compares with the next
+    The next caption of the (d) line test is the next one kept by (c) (the toolkit's order; TAN compares with the next
     caption before the empty/tag drops).
     """
     if not len(texts) == len(starts) == len(ends):
@@ -151,14 +152,14 @@ def tan_clean_raw_captions(texts: Sequence[str], starts: Sequence[float],
 
 
 def is_punctuated(texts: Sequence[str]) -> bool:
-    """Spec §3.2: at least 50 % of the captions contain ``,`` or ``.`` (always true for Whisper output)."""
+    """Toolkit rule: at least 50 % of the captions contain ``,`` or ``.`` (always true for Whisper output)."""
     if not texts:
         return False
     return sum(("," in t or "." in t) for t in texts) >= PUNCTUATED_SHARE * len(texts)
 
 
 def _slots(tokens: Sequence[str], start: float, end: float) -> list[Word]:
-    """Equal word slots over ``[start, end]`` (spec §3.2: the caption/segment span split linearly)."""
+    """Equal word slots over ``[start, end]`` (the caption/segment span split linearly)."""
     n = len(tokens)
     return [(w, start + (end - start) * i / n, start + (end - start) * (i + 1) / n) for i, w in enumerate(tokens)]
 
@@ -171,7 +172,7 @@ def _timed(word: RawWord) -> bool:
 def _segment_words(entries: Sequence[RawWord], start: float, end: float) -> list[Word]:
     """WhisperX words of one segment: their own times when both are finite (and ``end >= start``); a run of words
     lacking them shares, in equal slots, the gap between its timed neighbours (the segment bounds at the edges).
-    With no timed word this is :func:`_slots` over the segment (spec §3.2 "the interpolated slot")."""
+    With no timed word this is :func:`_slots` over the segment ("the interpolated slot")."""
     words = [(w.strip(), s, e) for w, s, e in entries if isinstance(w, str) and w.strip()]
     out: list[Word] = []
     i = 0
@@ -192,7 +193,7 @@ def _segment_words(entries: Sequence[RawWord], start: float, end: float) -> list
 
 
 def word_stream(segments: Sequence[Sentence], words: Sequence[Sequence[RawWord] | None] | None = None) -> list[Word]:
-    """The transcript as timed words ``(word, start, end)`` (spec §3.2).
+    """The transcript as timed words ``(word, start, end)`` (docs/corpora/howtostep.md).
 
     ``words[k]`` are segment ``k``'s WhisperX words (times None when absent); when ``words`` is None, or
     ``words[k]`` is None or holds no non-blank word, segment ``k``'s text is split on whitespace into equal slots.
@@ -206,8 +207,8 @@ def word_stream(segments: Sequence[Sentence], words: Sequence[Sequence[RawWord] 
 
 
 def ends_sentence(word: str) -> bool:
-    """True when ``word`` ends with ``.``, ``!`` or ``?`` once closing quotes/brackets are stripped (spec §3.2:
-    toolkit choice; TAN cuts on a word *containing* them, which would split "1.5 cups")."""
+    """True when ``word`` ends with ``.``, ``!`` or ``?`` once closing quotes/brackets are stripped (toolkit choice,
+    docs/corpora/howtostep.md: toolkit choice; TAN cuts on a word *containing* them, which would split "1.5 cups")."""
     return word.rstrip(_CLOSERS).endswith(_SENTENCE_END)
 
 
@@ -217,7 +218,7 @@ def _sentence(buf: Sequence[Word]) -> Sentence:
 
 def sentencify_punctuated(words: Sequence[Word]) -> list[Sentence]:
     """Cut a punctuated word stream after every sentence-final word (:func:`ends_sentence`); the remainder after
-    the last cut is the last sentence. Start = first word's start, end = last word's end (spec §3.2)."""
+    the last cut is the last sentence. Start = first word's start, end = last word's end."""
     out, buf = [], []
     for word in words:
         buf.append(word)
@@ -231,7 +232,7 @@ def sentencify_punctuated(words: Sequence[Word]) -> list[Sentence]:
 
 def sentencify_no_punct(captions: Sequence[Sentence], gap_s: float = GAP_S, min_words: int = MIN_WORDS,
                         max_words: int = MAX_WORDS) -> list[Sentence]:
-    """``no_punct_fallback`` (spec §3.2, CPU preset): words in equal slots per caption; cut before a caption that
+    """``no_punct_fallback`` (toolkit, CPU preset): words in equal slots per caption; cut before a caption that
     starts more than ``gap_s`` = 1.0 s after the buffer's end, else at a caption boundary once ``min_words`` = 20
     words are buffered, else hard when ``max_words`` = 40 words are buffered."""
     out: list[Sentence] = []
@@ -254,7 +255,7 @@ def sentencify_no_punct(captions: Sequence[Sentence], gap_s: float = GAP_S, min_
 
 
 def drop_bad_timestamps(sentences: Sequence[Sentence]) -> tuple[list[Sentence], int]:
-    """Spec §3.2 "all formats": strip each text, drop empty ones (not counted) and those with a NaN/inf or negative
+    """All transcript formats: strip each text, drop empty ones (not counted) and those with a NaN/inf or negative
     time or ``end < start`` (counted: the second value, counter ``bad_timestamp``). Times become floats."""
     kept, bad = [], 0
     for text, start, end in sentences:
@@ -268,7 +269,8 @@ def drop_bad_timestamps(sentences: Sequence[Sentence]) -> tuple[list[Sentence], 
     return kept, bad
 
 
-# --------------------------------------------------------------------------------------------- whole §3.2 flow
+# --------------------------------------------------------------------------------------------- whole sentencification
+# flow
 
 
 @dataclass(frozen=True)
@@ -309,8 +311,8 @@ def narrations_from_transcript(fmt: str, segments: Sequence[Sentence],
                                language: str | None = None, english_check: EnglishCheck | None = None,
                                min_narrations: int = MIN_NARRATIONS,
                                punctuate: Callable[[list[Sentence]], list[Sentence]] | None = None) -> Narrations:
-    """The narration list N of one video (spec §3.2, §7) -> :class:`Narrations` (unpacks as ``(sentences,
-    counters, sentencify_mode, reason)``).
+    """The narration list N of one video (docs/corpora/howtostep.md; drops: docs/reason-codes.md) -> :class:`Narrations`
+    (unpacks as ``(sentences, counters, sentencify_mode, reason)``).
 
     ``fmt``: ``htm_raw`` | ``sentencified`` | ``whisperx`` | ``segments`` | ``asr`` (WhisperX json from the ASR
     stage); ``segments`` are ``(text, start, end)``; ``words`` per segment as for :func:`word_stream`;
@@ -374,7 +376,7 @@ def narrations_from_transcript(fmt: str, segments: Sequence[Sentence],
 
     if mode == MODE_SENTENCIFIED:
         sentences = list(segs)
-    elif mode == MODE_NO_PUNCT and punctuate is not None:  # GPU preset: TAN's punctuation model (spec §3.2)
+    elif mode == MODE_NO_PUNCT and punctuate is not None:  # GPU preset: TAN's punctuation model (Han et al., CVPR 2022)
         mode = MODE_BERT
         sentences = punctuate(list(segs))
     elif mode == MODE_NO_PUNCT:
@@ -405,14 +407,14 @@ def _mode(fmt: str, texts: Sequence[str], has_word_times: bool) -> str:
 
 # ------------------------------------------------------------------------------------------- TAN punctuation model
 MODE_BERT = "bert"
-#: spec §3.2: with fewer than 20 pieces buffered only a full stop cuts; from 20 on any stop (adds , : ;)
+#: TAN's rule: with fewer than 20 pieces buffered only a full stop cuts; from 20 on any stop (adds , : ;)
 FULL_STOPS, ANY_STOPS, SHORT_BUFFER, PIECE_GAP_S = ".!?", ".!?,:;", 20, 1.0
 
 
 def cut_at_punctuation_labels(pieces: Sequence[str], continuation: Sequence[bool], starts: Sequence[float],
                               ends: Sequence[float], labels: Sequence[str], *, short: int = SHORT_BUFFER,
                               gap_s: float = PIECE_GAP_S) -> list[Sentence]:
-    """TAN's cut rule over BERT word pieces (spec §3.2, ``TemporalAlignNet/sentencify_text``).
+    """TAN's cut rule over BERT word pieces (Han et al., CVPR 2022, ``TemporalAlignNet/sentencify_text``).
 
     ``labels`` are the punctuation model's classes per piece (``felflare/bert-restore-punctuation``: first character
     the mark after the word, ``O`` for none; second ``U`` for an upper-case word). Cut after piece i when fewer than

@@ -46,13 +46,13 @@ def _score(record: Mapping[str, Any]) -> float | None:
 
 
 def _rank_key(record: Mapping[str, Any]) -> tuple:
-    """mean_score descending, nulls last, then sequence_id (spec §8 step 4)."""
+    """mean_score descending, nulls last, then sequence_id (step 4 of the split)."""
     score = _score(record)
     return (score is None, -score if score is not None else 0.0, str(record["sequence_id"]))
 
 
 def allocate_slots(counts: Mapping[str, int], slots: int, capacity: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Largest-remainder apportionment of ``slots`` to categories by ``counts`` (spec §8 step 2): ``floor(slots·n_c/N)``
+    """Largest-remainder apportionment of ``slots`` to categories by ``counts`` (step 2): ``floor(slots·n_c/N)``
     each, then one more to the largest exact remainders, ties by category name. With ``capacity`` (candidate tasks
     per category) a category never gets more than its capacity; the slots it cannot use are apportioned again, by the
     same rule, among the categories with room left, until all slots are placed or no room is left [toolkit]
@@ -62,7 +62,7 @@ def allocate_slots(counts: Mapping[str, int], slots: int, capacity: Mapping[str,
     left = slots
     first = True
     while left > 0:
-        # the first round apportions over every category (the spec's rule); later rounds only over those with room
+        # the first round apportions over every category (the toolkit's rule); later rounds only over those with room
         open_ = sorted(c for c in counts if counts[c] > 0 and (first or alloc[c] < room.get(c, 0)))
         first = False
         if not open_:
@@ -86,7 +86,7 @@ def allocate_slots(counts: Mapping[str, int], slots: int, capacity: Mapping[str,
 
 def plan_test_split(records: Iterable[Mapping[str, Any]], test_tasks: int = TEST_TASKS,
                     min_task_seqs: int = MIN_TASK_SEQS, test_size: int = TEST_SIZE, seed: int = 0) -> SplitPlan:
-    """Spec §8 steps 1-4, with the decisions kept (see :func:`choose_test_split`)."""
+    """Steps 1-4 of the split (docs/corpora/showhowto.md), with the decisions kept (see :func:`choose_test_split`)."""
     eligible = [r for r in records
                 if r.get("task_id") not in (None, "") and int(r.get("num_steps") or 0) >= 2]
     by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -128,7 +128,7 @@ def plan_test_split(records: Iterable[Mapping[str, Any]], test_tasks: int = TEST
 
 def choose_test_split(records: Iterable[Mapping[str, Any]], test_tasks: int = TEST_TASKS,
                       min_task_seqs: int = MIN_TASK_SEQS, test_size: int = TEST_SIZE, seed: int = 0) -> set[str]:
-    """The test ``sequence_id``s by spec §8 steps 1-4 (everything else is train, step 5).
+    """The test ``sequence_id``s by steps 1-4 of the toolkit's split (everything else is train, step 5).
 
     1. eligible = a task and ≥ 2 steps; candidate tasks have ≥ ``min_task_seqs`` eligible sequences; when there are
        at most ``test_tasks`` candidates, all are taken;

@@ -43,7 +43,7 @@ def _check_format(meta: Mapping[str, Any], expected: str) -> None:
 
 
 def token_iou_recall(a: set, b: set) -> tuple[float, float]:
-    """Token-IoU and token-recall of a transcript set ``a`` and a recipe set ``b`` (Batra et al., ECCV 2024, §4.2; spec §3.4).
+    """Token-IoU and token-recall of a transcript set ``a`` and a recipe set ``b`` (Batra et al., ECCV 2024, §4.2).
 
     ``iou = |A∩B| / |A∪B|``, ``recall = |A∩B| / |B|`` (recall of the recipe's content words in the transcript);
     each is 0.0 when its denominator is 0. Reference (set-based) implementation of :meth:`BodyMatrix.scores`.
@@ -57,7 +57,7 @@ def token_iou_recall(a: set, b: set) -> tuple[float, float]:
 
 
 class LemmaVocab:
-    """Lemma string <-> int id, ids assigned in order of first insertion (spec §9: CSR over the lemma vocabulary).
+    """Lemma string <-> int id, ids assigned in order of first insertion (for CSR over the lemma vocabulary).
 
     Deterministic: :meth:`encode` inserts the new lemmas of one call in sorted (code-point) order, so the ids never
     depend on set iteration order (string hashing is randomised per process).
@@ -174,7 +174,8 @@ def _rows_of_csr(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, n
 
 
 class TitleIndex:
-    """Inverted index title lemma -> sorted recipe ROW positions, with idf over recipe titles (Eq. 5; spec §3.3, §9).
+    """Inverted index title lemma -> sorted recipe ROW positions, with idf over recipe titles (Batra et al., ECCV 2024,
+    Eq. 5).
 
     Built from ``recipe_ids`` (int64, one per row) and each row's title lemma ids (``title_lemmas(r)`` after
     removing generic words, encoded by :class:`LemmaVocab`). ``idf[l] = log(N / df[l])`` with N = number of rows and
@@ -259,7 +260,7 @@ class TitleIndex:
 
     def candidates(self, video_lemma_ids: np.ndarray, mode: TitleMatch = "any", min_shared: int = 1,
                    max_candidates: int | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Candidate recipe rows of one video title (Batra et al., ECCV 2024, Eq. 5; spec §3.3 ``title_match``).
+        """Candidate recipe rows of one video title (Batra et al., ECCV 2024, Eq. 5; ``title_match``).
 
         ``mode="any"`` (literal Eq. 5): ``|T_v ∩ T_r| ≥ min_shared``. ``mode="recipe_subset"``: ``T_r ⊆ T_v`` and
         ``T_r`` non-empty (``min_shared`` must hold too; with the default 1 that adds nothing). Lemma ids of the
@@ -311,7 +312,8 @@ class TitleIndex:
 
 
 class BodyMatrix:
-    """Binary CSR matrix recipe row x lemma id of ``body_lemmas(r)`` (spec §3.4, §9), numpy ``indptr``/``indices``.
+    """Binary CSR matrix recipe row x lemma id of ``body_lemmas(r)`` (Batra et al., ECCV 2024, §4.2), numpy
+    ``indptr``/``indices``.
 
     Row ``i`` holds the sorted unique lemma ids of recipe row ``i`` (same row order as :class:`TitleIndex`).
     """
@@ -362,7 +364,7 @@ class BodyMatrix:
 
     def scores(self, rows: np.ndarray, video_lemma_ids: np.ndarray,
                video_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Token-IoU and token-recall of one transcript against recipe ``rows`` (Batra et al., ECCV 2024, §4.2; spec §3.4, §9).
+        """Token-IoU and token-recall of one transcript against recipe ``rows`` (Batra et al., ECCV 2024, §4.2).
 
         A = the video's lemma ids (deduplicated; ``|A|`` = their count unless ``video_size`` is given, e.g. when
         lemmas unknown to the vocabulary were dropped), B = row's lemmas. All intersections at once: the candidate
@@ -398,11 +400,11 @@ class BodyMatrix:
 def content_sieve(iou: np.ndarray, recall: np.ndarray, iou_threshold: float = 0.1,
                   recall_threshold: float = 0.3) -> np.ndarray:
     """Keep mask of (video, recipe) pairs: ``iou ≥ λ_iou`` and ``recall ≥ λ_recall`` (Batra et al., ECCV 2024, §4.2: λ_iou = 0.1,
-    λ_recall = 0.3; spec §3.4). Both bounds inclusive."""
+    λ_recall = 0.3). Both bounds inclusive."""
     return (np.asarray(iou) >= iou_threshold) & (np.asarray(recall) >= recall_threshold)
 
 
 def split_for(max_token_iou: float, val_iou_threshold: float = 0.2) -> str:
     """``"validation"`` iff the video's max token-IoU over its kept pairs is ≥ 0.2, else ``"train"`` (Batra et al., ECCV 2024
-    §4.2: validation ≈3K videos with IoU ≥ 0.2, train ≈48K with 0.1 ≤ IoU < 0.2; spec §3.4)."""
+    §4.2: validation ≈3K videos with IoU ≥ 0.2, train ≈48K with 0.1 ≤ IoU < 0.2)."""
     return "validation" if max_token_iou >= val_iou_threshold else "train"

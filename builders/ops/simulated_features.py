@@ -2,13 +2,13 @@
 
 ``visual_features=simulated`` (bundled sample, tests; provenance ``visual_features="simulated"``): frame
 t = L2norm(P·ē_t + 0.5·ε_t), where ē_t is the mean of the L2-normalised text embeddings of the narrations active at
-second t (the Y_NV activity rule of §3.7; the zero vector when none), P is a fixed [dim × d_text] matrix with
-N(0, 1/dim) entries (``np.random.default_rng(seed)``, seed 0), and ε_t ~ N(0, I/dim) drawn from
+second t (the Y_NV activity rule of ``ops.step_timestamps``; the zero vector when none), P is a fixed [dim × d_text]
+matrix with N(0, 1/dim) entries (``np.random.default_rng(seed)``, seed 0), and ε_t ~ N(0, I/dim) drawn from
 ``np.random.default_rng(1 + t)``. So ‖P·ē_t‖ ≈ 1 for a single narration and ‖0.5·ε_t‖ ≈ 0.5. The simulated
 short-term text tower is P·ê (same P). Numbers computed on these features say nothing about real grounding.
 
 ε_t depends only on (t, dim), never on the video or on T: the noise rows are drawn once per process (one generator
-per new second, the spec's seeding) and cached; per video everything is vectorised.
+per new second, the toolkit's seeding) and cached; per video everything is vectorised.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from builders.ops.step_timestamps import l2_normalise, narration_frame_matrix
 
 __all__ = ["NOISE_SCALE", "SIM_DIM", "noise_rows", "projection_matrix", "simulated_features", "simulated_text_tower"]
 
-SIM_DIM = 768  # CLIP ViT-L/14 / InternVideo-MM-L14 feature width (spec §6)
-NOISE_SCALE = 0.5  # spec §6: frame = L2norm(P·ē + 0.5·ε)
+SIM_DIM = 768  # CLIP ViT-L/14 / InternVideo-MM-L14 feature width (Li et al., ECCV 2024, supp. §6.1)
+NOISE_SCALE = 0.5  # frame = L2norm(P·ē + 0.5·ε)
 
 _noise_cache: dict[int, np.ndarray] = {}
 _noise_lock = threading.Lock()
@@ -37,14 +37,14 @@ def _projection(dim: int, d_text: int, seed: int) -> np.ndarray:
 
 
 def projection_matrix(d_text: int, dim: int = SIM_DIM, seed: int = 0) -> np.ndarray:
-    """P [dim × d_text], entries N(0, 1/dim) from ``default_rng(seed)`` (spec §6); float64, read-only, cached."""
+    """P [dim × d_text], entries N(0, 1/dim) from ``default_rng(seed)``; float64, read-only, cached."""
     if dim < 1 or d_text < 1:
         raise ValueError(f"dim and d_text must be >= 1, got {dim}, {d_text}")
     return _projection(int(dim), int(d_text), int(seed))
 
 
 def noise_rows(T: int, dim: int = SIM_DIM) -> np.ndarray:
-    """ε_0..ε_{T−1} [T, dim]: row t ~ N(0, I/dim) from ``default_rng(1 + t)`` (spec §6), float64, read-only.
+    """ε_0..ε_{T−1} [T, dim]: row t ~ N(0, I/dim) from ``default_rng(1 + t)``, float64, read-only.
     Rows are generated once per (t, dim) and cached, so row t never depends on T."""
     T, dim = int(T), int(dim)
     if T < 0 or dim < 1:
@@ -64,7 +64,7 @@ def noise_rows(T: int, dim: int = SIM_DIM) -> np.ndarray:
 def simulated_features(
     narr_emb: np.ndarray, starts: np.ndarray, ends: np.ndarray, T: int, dim: int = SIM_DIM, seed: int = 0
 ) -> np.ndarray:
-    """Simulated visual features float32 [T, dim] (spec §6): row t = L2norm(P·ē_t + 0.5·ε_t), ē_t = mean of the
+    """Simulated visual features float32 [T, dim]: row t = L2norm(P·ē_t + 0.5·ε_t), ē_t = mean of the
     L2-normalised embeddings [K, D] of the narrations active at second t (``narration_frame_matrix`` rule), zero
     when none. Narration embeddings are L2-normalised here again (harmless for normalised input)."""
     E = np.asarray(narr_emb, dtype=np.float64)
@@ -91,7 +91,7 @@ def simulated_features(
 
 
 def simulated_text_tower(text_emb: np.ndarray, dim: int = SIM_DIM, seed: int = 0) -> np.ndarray:
-    """The simulated short-term text tower P·ê (spec §6), ê = L2-normalised text embedding; float32 [L, dim], not
+    """The simulated short-term text tower P·ê, ê = L2-normalised text embedding; float32 [L, dim], not
     re-normalised (A_short is a cosine, so only the direction matters)."""
     E = np.asarray(text_emb, dtype=np.float64)
     if E.ndim != 2:

@@ -22,14 +22,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-#: Spec §3.6 step 2, with ``(?<!\S)`` for ``(?:^|\s)`` so that the whitespace before a marker is not consumed.
+#: Marker rule of the numbered-step parser (docs/corpora/howtostep.md), with ``(?<!\S)`` for ``(?:^|\s)`` so that the
+#: whitespace before a marker is not consumed.
 MARKER_RE = re.compile(r"(?<!\S)(?:(?i:step)\s*)?(\d{1,2})\s*[.):]\s+")
 BLANK_LINE_RE = re.compile(r"\n[^\S\n]*\n")
 BULLET_RE = re.compile(r"^[^\S\n]*[-*\u2022][^\S\n]+(.*)$", re.MULTILINE)
 HEADER_RE = re.compile(r"^[^\S\n]*#{1,6}[^\S\n]*", re.MULTILINE)
 EMPHASIS_RE = re.compile(r"\*\*|__|`")
 
-# Timestamps (spec §3.6 step 4 and the v1 prompt output, §3.4).
+# Timestamps (item cleaning, and the v1 prompt's output: Li et al., ECCV 2024, supp. Table 6).
 _CLOCK = r"\d{1,2}(?::\d{2}){1,2}(?:\.\d+)?"  # 0:12, 00:01:05, 1:23.5
 _NUM = r"\d+(?:\.\d+)?"
 _SEC = rf"{_NUM}\s*s(?:ec(?:ond)?s?)?\b"  # 10s, 12.5 sec
@@ -56,7 +57,8 @@ _QUOTES = {'"': '"', "\u201c": "\u201d", "'": "'", "\u2018": "\u2019"}
 
 @dataclass
 class ParsedChunk:
-    """One chunk's parse (spec §3.6): kept steps, dropped ``(text, reason)``, the mode used, v1 timestamps."""
+    """One chunk's parse (docs/corpora/howtostep.md): kept steps, dropped ``(text, reason)``, the mode used, v1
+    timestamps."""
 
     steps: list[str] = field(default_factory=list)
     dropped: list[tuple[str, str]] = field(default_factory=list)
@@ -65,14 +67,14 @@ class ParsedChunk:
 
 
 def normalise(raw: str) -> str:
-    """Spec §3.6 step 1: ``\\r\\n``/``\\r`` to ``\\n``; drop ``**``, ``__``, backticks and line-start ``#`` marks."""
+    """Parser step 1: ``\\r\\n``/``\\r`` to ``\\n``; drop ``**``, ``__``, backticks and line-start ``#`` marks."""
     text = raw.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
     text = EMPHASIS_RE.sub("", text)
     return HEADER_RE.sub("", text)
 
 
 def numbered_items(text: str) -> list[str]:
-    """Spec §3.6 step 2: the raw items of the first consecutively numbered list in ``text`` (may be empty)."""
+    """Parser step 2: the raw items of the first consecutively numbered list in ``text`` (may be empty)."""
     markers = list(MARKER_RE.finditer(text))
     if not markers:
         return []
@@ -106,12 +108,12 @@ def numbered_items(text: str) -> list[str]:
 
 
 def bullet_items(text: str) -> list[str]:
-    """Spec §3.6 step 3: the text of every bullet line (``-``, ``*``, ``•``)."""
+    """Parser step 3: the text of every bullet line (``-``, ``*``, ``•``)."""
     return [m.group(1) for m in BULLET_RE.finditer(text)]
 
 
 def line_items(text: str) -> list[str]:
-    """Spec §3.6 step 3 (prompts without numbers only): non-empty lines not ending in ``:``."""
+    """Parser step 3 (prompts without numbers only): non-empty lines not ending in ``:``."""
     return [ln for ln in (s.strip() for s in text.split("\n")) if ln and not ln.endswith(":")]
 
 
@@ -127,9 +129,9 @@ def split_leading_timestamp(text: str, lenient: bool) -> tuple[float | None, str
     """A leading timestamp of an item -> (seconds, rest); (None, text) when there is none.
 
     Always recognised: a clock (``0:12``, ``00:01:05``), a bracketed time (``[00:12]``, ``(12.3s)``), a time with an
-    ``s`` unit, or a decimal range (``12.3 -> 15.0:``). ``lenient`` (v1 prompt, spec §3.4, which asks every sentence
-    to begin with a timestamp) also accepts a bare decimal (``12.3 Boil water``) and a bare number followed by a
-    separator (``12: ...``, ``12 - ...``, ``12 -> 15: ...``).
+    ``s`` unit, or a decimal range (``12.3 -> 15.0:``). ``lenient`` (v1 prompt, Li et al., ECCV 2024, supp. Table 6,
+    which asks every sentence to begin with a timestamp) also accepts a bare decimal (``12.3 Boil water``) and a bare
+    number followed by a separator (``12: ...``, ``12 - ...``, ``12 -> 15: ...``).
     """
     m = _LEAD_RE.match(text)
     if not m:
@@ -156,7 +158,7 @@ def _strip_quotes(text: str) -> str:
 
 
 def clean_step(item: str, with_timestamps: bool = False) -> tuple[str, float | None]:
-    """Spec §3.6 step 4: strip ``Step N:``, a leading timestamp (parsed when ``with_timestamps``), wrapping quotes,
+    """Parser step 4: strip ``Step N:``, a leading timestamp (parsed when ``with_timestamps``), wrapping quotes,
     inline timestamps (``[10s-17s]``, ``(0:35)``, ``00:12 - 00:20``, ``at 1:23``); collapse spaces."""
     text = " ".join(item.split())
     text = _STEP_PREFIX_RE.sub("", text)
@@ -184,7 +186,8 @@ def parse_steps(
     max_steps_per_chunk: int = 20,
     with_timestamps: bool = False,
 ) -> ParsedChunk:
-    """Parse one chunk's LLM output into steps (spec §3.6; defaults ``max_step_words=40``, ``max_steps_per_chunk=20``).
+    """Parse one chunk's LLM output into steps (docs/corpora/howtostep.md; defaults ``max_step_words=40``,
+    ``max_steps_per_chunk=20``).
 
     ``numbered``: the prompt asks for numbered steps (``howtostep_v3``, ``howtostep_v2_ts``); only when False is the
     plain-lines fallback used. ``input_words``: whitespace words of the chunk's transcript; kept steps never exceed
@@ -239,15 +242,15 @@ def parse_steps(
 
 
 def chunk_ranges(num_sentences: int, chunk_size: int = 10) -> list[tuple[int, int]]:
-    """Spec §3.3: consecutive non-overlapping ``[first, last]`` (inclusive) chunks of ``chunk_size`` (10, paper
-    "around 10 sentences", MPTVA exactly 10); the last chunk takes the remainder (1..chunk_size)."""
+    """Li et al., ECCV 2024, §3.1: consecutive non-overlapping ``[first, last]`` (inclusive) chunks of ``chunk_size``
+    (10, paper "around 10 sentences", MPTVA exactly 10); the last chunk takes the remainder (1..chunk_size)."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     return [(a, min(a + chunk_size, num_sentences) - 1) for a in range(0, max(num_sentences, 0), chunk_size)]
 
 
 def halve_ranges(first: int, last: int) -> list[tuple[int, int]]:
-    """Spec §3.3: a chunk over the LLM's input budget is halved -> ``[(first, mid), (mid+1, last)]``, the first half
+    """Toolkit rule: a chunk over the LLM's input budget is halved -> ``[(first, mid), (mid+1, last)]``, the first half
     taking the extra sentence; a one-sentence chunk cannot be split and comes back unchanged."""
     if last < first:
         raise ValueError(f"empty range [{first}, {last}]")
@@ -258,7 +261,7 @@ def halve_ranges(first: int, last: int) -> list[tuple[int, int]]:
 
 
 def split_to_budget(first: int, last: int, fits) -> list[tuple[int, int]]:
-    """Spec §3.3: halve ``[first, last]`` recursively until ``fits(first, last)`` holds (single sentences are
+    """Toolkit rule: halve ``[first, last]`` recursively until ``fits(first, last)`` holds (single sentences are
     returned even when they do not fit; the caller decides what to do with them)."""
     if fits(first, last) or first == last:
         return [(first, last)]

@@ -4,9 +4,10 @@ Paper: Li et al., ECCV 2024, §3.1 "Estimating Timestamp For Procedural Steps" (
 T_SN = softmax(g(S)·g(N)ᵀ/ν), Y_SV = T_SN·Y_NV, centre = argmax, grow while ≥ ζ·centre score, drop below ε1),
 §3.3 "Updating the Timestamps" (Stage 2: start = argmax of A, constant duration Δ, drop below ε2), supplementary
 Table 8 (anchor/Δ ablation) and Table 9 (rounds). Hyper-parameters ζ = 0.7, ε1 = 0.20, ε2 = 0.8 are the paper's
-(garbled line read as in spec §9.1); ν = 0.07 is a toolkit choice (spec §3.7, §9.2); Δ = 8 s (Table 8/9).
+(garbled line read as ζ = 0.7, ε1 = 0.20, ε2 = 0.8); ν = 0.07 is a toolkit choice (docs/corpora/howtostep.md,
+Departures from the paper); Δ = 8 s (Table 8/9).
 
-Conventions: frames are the per-second feature rows ``0..T-1`` (the caller passes T = T_eff = min(T, 1200), §3.7);
+Conventions: frames are the per-second feature rows ``0..T-1`` (the caller passes T = T_eff = min(T, 1200));
 every argmax takes the first index on ties (``np.argmax``); windows are inclusive frame indices. Index outputs
 (``centre``, ``t_star``) are int64; ``start``/``end``/``score`` are float64 (seconds; a fractional Δ is allowed);
 ``keep`` is bool. No loop runs over frames, narrations or steps: loops over videos are the caller's.
@@ -40,20 +41,20 @@ __all__ = [
     "stage2_timestamps",
 ]
 
-NU = 0.07  # Stage-1 temperature: not given by the paper; MPTVA's τ (spec §3.7, §9.2)
-ZETA = 0.7  # window growth ratio (Li et al., ECCV 2024, §3.1; spec §9.1)
-EPS1 = 0.20  # Stage-1 keep threshold (Li et al., ECCV 2024, Table 3 best; spec §3.7)
-EPS2 = 0.8  # Stage-2 keep threshold on the raw cosine (Li et al., ECCV 2024, Table 3/8; spec §3.8, §9.3)
-DELTA_SEC = 8.0  # Stage-2 constant duration (Li et al., ECCV 2024, Table 8 best; spec §3.8)
-STEP_VIDEO_TEMPERATURE = 0.01  # stage1_method=step_video (spec §3.7, released code's similarity baseline)
+NU = 0.07  # Stage-1 temperature: not given by the paper; MPTVA's τ (docs/corpora/howtostep.md)
+ZETA = 0.7  # window growth ratio (Li et al., ECCV 2024, §3.1)
+EPS1 = 0.20  # Stage-1 keep threshold (Li et al., ECCV 2024, §3.1, Table 3 best)
+EPS2 = 0.8  # Stage-2 keep threshold on the raw cosine (Li et al., ECCV 2024, §3.3, Table 3/8)
+DELTA_SEC = 8.0  # Stage-2 constant duration (Li et al., ECCV 2024, §3.3, Table 8 best)
+STEP_VIDEO_TEMPERATURE = 0.01  # stage1_method=step_video (Table 3 "Step-Video"; released code's baseline)
 
 ANCHORS = ("start", "centre", "grown")
 
 
 @dataclass
 class Stage1:
-    """Stage-1 result per step (spec §3.7): ``centre`` c_k (int64), window ``start``/``end`` (inclusive frames,
-    float64), ``score`` = Y_SV[k, c_k], ``keep`` = score ≥ ε1; ``beyond`` = narrations starting at ≥ T."""
+    """Stage-1 result per step (Li et al., ECCV 2024, §3.1): ``centre`` c_k (int64), window ``start``/``end`` (inclusive
+    frames, float64), ``score`` = Y_SV[k, c_k], ``keep`` = score ≥ ε1; ``beyond`` = narrations starting at ≥ T."""
 
     centre: np.ndarray
     start: np.ndarray
@@ -65,8 +66,8 @@ class Stage1:
 
 @dataclass
 class Stage2:
-    """Stage-2 result per step (spec §3.8): ``t_star`` (int64), ``start``/``end`` (float64), ``score`` =
-    A[k, t*], ``keep`` = score ≥ ε2."""
+    """Stage-2 result per step (Li et al., ECCV 2024, §3.3): ``t_star`` (int64), ``start``/``end`` (float64), ``score``
+    = A[k, t*], ``keep`` = score ≥ ε2."""
 
     t_star: np.ndarray
     start: np.ndarray
@@ -76,7 +77,7 @@ class Stage2:
 
 
 class RoundSettings(NamedTuple):
-    """Per-round labelling settings (spec §3.9, Li et al., ECCV 2024, Table 9): threshold, anchor, Δ (None = no fixed Δ)."""
+    """Per-round labelling settings (Li et al., ECCV 2024, Table 9): threshold, anchor, Δ (None = no fixed Δ)."""
 
     eps: float
     anchor: str
@@ -84,14 +85,14 @@ class RoundSettings(NamedTuple):
 
 
 def round_settings(r: int) -> RoundSettings:
-    """Table 9's best settings per self-training round (spec §3.9).
+    """Table 9's best settings per self-training round (Li et al., ECCV 2024, §3.3).
 
     - r=0: Stage-1 labels only (Table 9 "X, 0.2, center, X"): ε1 = 0.20, window grown from the centre with ζ;
     - r=1: ε2 = 0.8, anchor ``start``, Δ = 8 s (the default; Table 8's best);
     - r=2: ε = 0.7, ``grown`` (centre t*, window grown with ζ = 0.7 on A, no fixed Δ);
     - r=3: ε = 0.8, ``grown``. Reading: Table 9 writes "center, Δ = X" for rounds 2 and 3, and Table 8's caption
       defines X as "do not fix the duration ... find the start-end timestamp from the center point as we do in the
-      approximate estimation stage", i.e. the ζ-grown window, exactly as the spec states for round 2.
+      approximate estimation stage", i.e. the ζ-grown window, the reading docs/corpora/howtostep.md takes for round 2.
     Rounds above 3 have no setting in the paper: ValueError.
     """
     table = {
@@ -101,7 +102,7 @@ def round_settings(r: int) -> RoundSettings:
         3: RoundSettings(0.8, "grown", None),
     }
     if r not in table:
-        raise ValueError(f"no Table 9 setting for round {r!r} (rounds 0-3 exist; spec §3.9)")
+        raise ValueError(f"no Table 9 setting for round {r!r} (rounds 0-3 exist; Li et al., ECCV 2024, Table 9)")
     return table[r]
 
 
@@ -129,7 +130,7 @@ def _as_2d(x: np.ndarray, name: str, dtype: type | None = None, check: bool = Tr
 def _check_T(T: int) -> int:
     T = int(T)
     if T < 1:
-        raise ValueError(f"T must be >= 1 frame, got {T} (T=0 is bad_features, spec §7)")
+        raise ValueError(f"T must be >= 1 frame, got {T} (T=0 is bad_features, docs/reason-codes.md)")
     return T
 
 
@@ -169,9 +170,9 @@ def softmax_rows(x: np.ndarray, temperature: float = 1.0) -> np.ndarray:
 
 
 def narration_frame_matrix(starts: np.ndarray, ends: np.ndarray, T: int) -> tuple[np.ndarray, int]:
-    """Y_NV ∈ {0,1}^{K×T} (spec §3.7): Y[n,t] = 1 iff ``floor(s_n) ≤ t ≤ max(floor(s_n), ceil(e_n) − 1)``, clipped
-    to [0, T−1] (every narration covers ≥ 1 frame). Narrations starting at ≥ T are all-zero and counted in the
-    returned ``beyond`` (counter ``narration_beyond_video``). Returns (Y float32, beyond)."""
+    """Y_NV ∈ {0,1}^{K×T} (toolkit rule, docs/corpora/howtostep.md): Y[n,t] = 1 iff ``floor(s_n) ≤ t ≤ max(floor(s_n),
+    ceil(e_n) − 1)``, clipped to [0, T−1] (every narration covers ≥ 1 frame). Narrations starting at ≥ T are all-zero
+    and counted in the returned ``beyond`` (counter ``narration_beyond_video``). Returns (Y float32, beyond)."""
     s = np.asarray(starts, dtype=np.float64).reshape(-1)
     e = np.asarray(ends, dtype=np.float64).reshape(-1)
     if s.shape != e.shape:
@@ -198,10 +199,11 @@ def narration_frame_matrix(starts: np.ndarray, ends: np.ndarray, T: int) -> tupl
 
 
 def grow_windows(scores: np.ndarray, centres: np.ndarray, zeta: float = ZETA) -> tuple[np.ndarray, np.ndarray]:
-    """Inclusive contiguous windows around each row's centre (spec §3.7, §9.4): grow left/right while the next
-    frame's score is ≥ ``zeta · scores[k, c_k]``. Vectorised over all rows at once: the window ends just inside the
-    nearest failing frame on each side (an argmax over the masked frames). The centre is always inside; a
-    non-positive centre score with ζ < 1 gives a one-frame window unless neighbours tie it. Returns int64 arrays."""
+    """Inclusive contiguous windows around each row's centre (Li et al., ECCV 2024, §3.1; inclusive run with ``≥``):
+    grow left/right while the next frame's score is ≥ ``zeta · scores[k, c_k]``. Vectorised over all rows at once: the
+    window ends just inside the nearest failing frame on each side (an argmax over the masked frames). The centre is
+    always inside; a non-positive centre score with ζ < 1 gives a one-frame window unless neighbours tie it. Returns
+    int64 arrays."""
     S = np.asarray(scores)
     if S.ndim != 2:
         raise ValueError(f"scores must be 2-D (L, T), got shape {S.shape}")
@@ -250,9 +252,9 @@ def _stage1_from_scores(Y_SV: np.ndarray, zeta: float, eps1: float, beyond: int 
 
 
 def stage1_from_similarity(T_SN: np.ndarray, Y_NV: np.ndarray, zeta: float = ZETA, eps1: float = EPS1) -> Stage1:
-    """Stage 1 from a given step→narration matrix T_SN [L,K] and Y_NV [K,T] (spec §3.7): Y_SV = T_SN·Y_NV, centre =
-    first argmax, ζ-grown window, keep iff Y_SV[k,c_k] ≥ ε1. With K = 0 every Y_SV row is 0 (score 0, whole-video
-    window, not kept)."""
+    """Stage 1 from a given step→narration matrix T_SN [L,K] and Y_NV [K,T] (Li et al., ECCV 2024, §3.1): Y_SV =
+    T_SN·Y_NV, centre = first argmax, ζ-grown window, keep iff Y_SV[k,c_k] ≥ ε1. With K = 0 every Y_SV row is 0 (score
+    0, whole-video window, not kept)."""
     A = _as_2d(T_SN, "T_SN")
     Y = _as_2d(Y_NV, "Y_NV")
     if A.shape[1] != Y.shape[0]:
@@ -273,7 +275,7 @@ def stage1_timestamps(
     zeta: float = ZETA,
     eps1: float = EPS1,
 ) -> Stage1:
-    """Stage 1, step→narration→time (spec §3.7; Li et al., ECCV 2024, §3.1): T_SN = softmax_n(ĝ(S)·ĝ(N)ᵀ/ν) with the
+    """Stage 1, step→narration→time (Li et al., ECCV 2024, §3.1): T_SN = softmax_n(ĝ(S)·ĝ(N)ᵀ/ν) with the
     embeddings L2-normalised here, Y_SV = T_SN·Y_NV, centre = first argmax, window grown with ζ, keep iff
     score ≥ ε1. Computes in float32 (embeddings as given by the text encoder)."""
     T = _check_T(T)
@@ -303,7 +305,7 @@ def stage1_step_video(
     zeta: float = ZETA,
     eps1: float = EPS1,
 ) -> Stage1:
-    """``stage1_method=step_video`` (spec §3.7; Li et al., ECCV 2024, Table 3 "Step-Video"): Y_SV = softmax_t(cos(text,
+    """``stage1_method=step_video`` (Li et al., ECCV 2024, Table 3 "Step-Video"): Y_SV = softmax_t(cos(text,
     frame)/0.01) with a text tower paired to the visual features [T, C]; same centre/ζ/ε1 rules."""
     X = _as_2d(text_emb, "text_emb", np.float32)
     V = _as_2d(frame_emb, "frame_emb", np.float32)
@@ -325,8 +327,9 @@ def stage2_timestamps(
     delta: float | None = DELTA_SEC,
     zeta: float = ZETA,
 ) -> Stage2:
-    """Stage 2 from the labeler's alignment matrix A [L, T] (last-layer cosines; spec §3.8, §3.9): t* = first
-    argmax per row, score = A[k, t*], keep iff score ≥ ε2 (raw cosine, §9.3). Anchors:
+    """Stage 2 from the labeler's alignment matrix A [L, T] (last-layer cosines; Li et al., ECCV 2024, §3.3, Tables
+    8-9): t* = first argmax per row, score = A[k, t*], keep iff score ≥ ε2 (raw cosine: the paper's A ∈ [0,1] is read as
+    the cosine). Anchors:
 
     - ``start`` (default, Table 8 best): start = t*, end = min(t* + Δ, T−1);
     - ``centre`` (Table 8 "center, Δ"): start = max(0, t* − Δ/2), end = min(T−1, t* + Δ/2);

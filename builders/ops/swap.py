@@ -2,7 +2,7 @@
 
 Paper: Batra et al., ECCV 2024, §4.2 "Sieve & Swap ASR Segments" (κ(a) = nearest recipe step
 by cosine of MPNet embeddings; keep iff sim ≥ λ_sim = 0.75, Eq. 6); docs/corpora/sieve_swap.md (top-k,
-ties by (recipe_id, step_index)) and §9 (blocked search, running top-k, never the full matrix).
+ties by (recipe_id, step_index); blocked search, running top-k, never the full matrix).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _block_topk(scores: np.ndarray, kk: int, kth: np.ndarray, out_vals: np.ndarr
 
 def topk_search(queries: ArrayOrTensor, keys: ArrayOrTensor, k: int, block_queries: int = 2048,
                 block_keys: int = 16384) -> tuple[np.ndarray, np.ndarray]:
-    """Exact maximum-inner-product top-``k`` of every query over ``keys`` (Batra et al., ECCV 2024, Eq. 6 κ(a); spec §3.5, §9).
+    """Exact maximum-inner-product top-``k`` of every query over ``keys`` (Batra et al., ECCV 2024, Eq. 6 κ(a)).
 
     ``queries`` (n, d) and ``keys`` (m, d) are float32 (converted if not; torch tensors are accepted and copied to
     CPU); with L2-normalised rows the inner product is the cosine. Blocked: one (block_queries x block_keys) float32
@@ -83,9 +83,9 @@ def topk_search(queries: ArrayOrTensor, keys: ArrayOrTensor, k: int, block_queri
     buffer for the first key blocks and about one pass later on (few rows improve), i.e. a few % of the matmul.
 
     Returns ``(sims (n, k) float32, idx (n, k) int64)``, each row sorted by similarity desc; **equal similarities
-    are ordered by the lower key index** (keys sorted by (recipe_id, step_index) give the spec's tie rule). When
+    are ordered by the lower key index** (keys sorted by (recipe_id, step_index) give the toolkit's tie rule). When
     ``m < k`` the shape is still (n, k): the missing columns hold idx -1 and sim -inf. Inputs must be finite.
-    Default blocks (2048 x 16384, a 128 MiB buffer) were measured fastest on CPU; the spec's 8192 x 262144 is a
+    Default blocks (2048 x 16384, a 128 MiB buffer) were measured fastest on CPU; 8192 x 262144 is a
     GPU-sized example (8 GiB as float32).
     """
     q = _as_f32_2d(queries, "queries")
@@ -139,7 +139,7 @@ def topk_search(queries: ArrayOrTensor, keys: ArrayOrTensor, k: int, block_queri
 
 
 def swap_decisions(top1_sims: np.ndarray, sim_threshold: float = 0.75) -> np.ndarray:
-    """Keep mask of ASR segments: top-1 step similarity ``≥ λ_sim`` (Batra et al., ECCV 2024, Eq. 6, λ_sim = 0.75; spec §3.5).
+    """Keep mask of ASR segments: top-1 step similarity ``≥ λ_sim`` (Batra et al., ECCV 2024, Eq. 6, λ_sim = 0.75).
 
     Inclusive bound; compared in the dtype of ``top1_sims`` (NumPy 2 rules: a float32 array is compared with the
     threshold rounded to float32). Kept segments take the top-1 step's text, the others are discarded (Eq. 6-7).
@@ -150,8 +150,8 @@ def swap_decisions(top1_sims: np.ndarray, sim_threshold: float = 0.75) -> np.nda
 def keep_rate_threshold(reference_top1: np.ndarray, target_top1: np.ndarray,
                         reference_threshold: float = 0.75) -> tuple[float, float]:
     """The target-model threshold that keeps the same share of segments as the reference model does at
-    ``reference_threshold`` (spec §5 ``calibrate_sim_threshold``: MiniLM's cosines run lower than MPNet's, for
-    which Batra et al., ECCV 2024, Eq. 6 sets lambda_sim = 0.75).
+    ``reference_threshold`` (docs/corpora/sieve_swap.md, CPU versus paper configuration: MiniLM's cosines run lower than
+    MPNet's, for which Batra et al., ECCV 2024, Eq. 6 sets lambda_sim = 0.75).
 
     ``reference_top1`` and ``target_top1`` are the top-1 similarities of the same segments under the two models.
     With keep-rate ``r`` of the reference and ``k = round(r * n)``, the result is the k-th largest target

@@ -59,7 +59,7 @@ def interpolate_times(times: Sequence[float | None]) -> list[float]:
 
 
 def sentences_from_words(words: Sequence[tuple[str, float | None, float | None]], split: Splitter) -> list[Sentence]:
-    """WhisperX words ``(word, start, end)`` -> timed sentences (spec §3.5)."""
+    """WhisperX words ``(word, start, end)`` -> timed sentences (docs/corpora/marc.md)."""
     words = [(w.strip(), s, e) for w, s, e in words if w and w.strip()]
     if not words:
         return []
@@ -87,7 +87,7 @@ def ends_sentence(line: str) -> bool:
 
 def sentences_from_lines(lines: Sequence[tuple[str, float, float]], split: Splitter,
                          min_punctuated: float = 0.3) -> list[Sentence]:
-    """Raw caption lines ``(text, start, end)`` -> timed sentences (spec §3.5): split the joined text when at least
+    """Raw caption lines ``(text, start, end)`` -> timed sentences: split the joined text when at least
     ``min_punctuated`` of the lines end a sentence, else one line per sentence."""
     lines = [(t.strip(), float(s), float(e)) for t, s, e in lines if t and t.strip()]
     if not lines:

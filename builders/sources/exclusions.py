@@ -85,7 +85,8 @@ def _ids_from_file(path: Path) -> Iterator[Any]:
 
 
 def read_exclusion_ids(paths: Iterable[str | Path]) -> set[str]:
-    """The union of the video ids listed in ``paths`` (spec §2.5; paper supp. E.1).
+    """The union of the video ids listed in ``paths`` (docs/corpora/sieve_swap.md, Inputs; Batra et al., ECCV 2024,
+    supp. E.1).
 
     Every path is checked first: a missing file raises ``FileNotFoundError`` before anything is read; an
     unrecognised JSON shape, invalid JSON or a CSV without an id column raises

@@ -73,7 +73,7 @@ def open_whole_input(path: str | Path, *, text: bool = False, what: str = "input
 
 
 def raise_csv_field_limit() -> int:
-    """Raise ``csv.field_size_limit`` to the largest value the C ``long`` takes (spec §2.4); return it."""
+    """Raise ``csv.field_size_limit`` to the largest value the C ``long`` takes (RecipeNLG rows need it); return it."""
     limit = min(sys.maxsize, 2**31 - 1)  # a C long is 32-bit on Windows
     csv.field_size_limit(limit)
     return limit
@@ -395,7 +395,8 @@ def _metadata_from_jsonl(path: Path) -> Iterator[Row | Drop]:
 
 
 def read_metadata(path: str | Path) -> Iterator[Row | Drop]:
-    """Stream ``HowTo100M_v1.csv`` (spec §2.1) as rows or ``malformed_metadata_row`` drops (spec §6).
+    """Stream ``HowTo100M_v1.csv`` (docs/corpora/sieve_swap.md, Inputs) as rows or ``malformed_metadata_row`` drops
+    (docs/reason-codes.md).
 
     Rows: ``{"video_id", "category_1", "category_2", "rank": int | None, "task_id": int, "_ord": int}``, where
     ``_ord`` is the 0-based data-row ordinal (later used to keep the first row of a duplicated video). A CSV or
@@ -416,7 +417,8 @@ def read_metadata(path: str | Path) -> Iterator[Row | Drop]:
 
 
 def read_task_ids(path: str | Path) -> tuple[dict[int, str], list[Drop]]:
-    """Read ``task_ids.csv`` (``task_id<TAB>task_name``, spec §2.1) into ``{task_id: task_name}``.
+    """Read ``task_ids.csv`` (``task_id<TAB>task_name``, docs/corpora/sieve_swap.md, Inputs) into ``{task_id:
+    task_name}``.
 
     The first line is a header when its first field is not an integer. A line without exactly two fields, with a
     non-integer id, an empty name or a repeated id becomes ``Drop(reason="malformed_task_row")`` (first one wins).
@@ -491,7 +493,8 @@ def _title_problem(video_id: str, title: Any, seen: dict[str, str]) -> str:
 
 
 def read_titles(path: str | Path) -> tuple[dict[str, str], list[Drop]]:
-    """Read a ``video_titles`` side file (spec §2.2) into ``{video_id: title}`` (whitespace stripped).
+    """Read a ``video_titles`` side file (docs/corpora/sieve_swap.md, Inputs) into ``{video_id: title}`` (whitespace
+    stripped).
 
     CSV with header ``video_id,title`` or JSONL ``{"video_id", "title"}``. A record that is not parseable, lacks
     a string ``video_id`` / non-empty string ``title``, or repeats a video id (the first one wins) becomes
@@ -537,7 +540,7 @@ def _duration_entry(rec: Record, id_col: int, dur_col: int, n_cols: int, seen: d
 
 
 def read_durations(path: str | Path) -> tuple[dict[str, float], list[Drop]]:
-    """Read a ``video_durations`` CSV (spec §2.2) into ``{video_id: seconds}``.
+    """Read a ``video_durations`` CSV (docs/corpora/sieve_swap.md, Inputs) into ``{video_id: seconds}``.
 
     Header ``video_id,duration`` or YouCook2-style ``vid_id,duration,total_frame``. A row with a wrong column
     count, an empty id, a non-numeric / NaN / infinite / negative duration or a repeated id (first one wins)

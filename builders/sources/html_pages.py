@@ -1,7 +1,7 @@
 """Web pages as *page records*: byte decoding shared with the WARC reader, and a reader of a directory of
 ``<key>.html`` / ``<key>.html.gz`` files (docs/corpora/marc.md; the ``recipe_pages/`` fixture of tests/fixtures.json).
 
-A page record is the input of the Schema.org Recipe extraction (:mod:`builders.sources.schema_org`, spec §2.2, §3.1),
+A page record is the input of the Schema.org Recipe extraction (:mod:`builders.sources.schema_org`),
 the same shape whichever reader made it::
 
     {"page_id": str, "url": str, "html": str, "charset": str, "truncated": bool, "source_path": str,
@@ -11,7 +11,7 @@ For a directory of pages ``page_id`` is the key, ``warc_filename`` is ``""``, ``
 ``warc_record_id`` is ``""``; ``url`` is the page's ``<link rel="canonical">``, else its ``og:url``, else
 ``page:<key>`` (deterministic, so that ids hashed from it do not depend on the machine).
 
-Charset (spec §2.1): a byte-order mark, else the HTTP ``Content-Type`` charset (WARC only), else ``<meta charset>`` /
+Charset: a byte-order mark, else the HTTP ``Content-Type`` charset (WARC only), else ``<meta charset>`` /
 ``<meta http-equiv="Content-Type" content="...; charset=...">`` in the first 8 KiB, else UTF-8; always decoded with
 replacement characters, never an exception. Labels are mapped as browsers do (WHATWG Encoding): ``iso-8859-1``,
 ``latin1`` and ``ascii`` mean windows-1252, a ``<meta>`` that declares UTF-16 on an ASCII-compatible page means UTF-8.
@@ -29,7 +29,7 @@ from pathlib import Path
 from builders.core.records import Count, Drop, Row
 
 STAGE = "read_html_pages"
-MAX_PAGE_BYTES = 5 * 1024 * 1024  # spec §6: a payload above 5 MB is dropped as ``payload_too_large``
+MAX_PAGE_BYTES = 5 * 1024 * 1024  # docs/reason-codes.md: a payload above 5 MB is dropped as ``payload_too_large``
 PAYLOAD_TOO_LARGE = "payload_too_large"
 PAGE_UNREADABLE = "page_unreadable"  # a file that cannot be read or un-gzipped (this reader only)
 META_SNIFF_BYTES = 8192

@@ -1,4 +1,5 @@
-"""Readers of HowToStep transcripts in the four formats of spec ``howtostep.md`` §2.2 (bad input: §7).
+"""Readers of HowToStep transcripts in the formats of docs/corpora/howtostep.md, Inputs (bad input:
+docs/reason-codes.md).
 
 - ``htm_raw``: HowTo100M ``raw_caption.json`` ``{vid: {"text": [str], "start": [num], "end": [num]}}``;
 - ``sentencified``: the same schema, already sentences (TAN's Sentencified HTM json);
@@ -18,8 +19,8 @@ Errors per video are :class:`~builders.sources.transcripts.TranscriptError`: ``n
 or ``malformed_transcript`` (invalid JSON, too big, too deep, wrong top-level type, a segment without start/end/text
 or with a non-numeric time or text). As in :mod:`builders.sources.transcripts`, one bad segment makes the whole
 video ``malformed_transcript`` (no silent skip); NaN/inf/negative times are numbers and pass here: the
-sentencifier drops those segments and counts ``bad_timestamp`` (spec §3.2). A malformed WhisperX word entry makes
-its segment fall back to the segment text (the words are optional, spec §2.2).
+sentencifier drops those segments and counts ``bad_timestamp``. A malformed WhisperX word entry makes
+its segment fall back to the segment text (the words are optional).
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def _segment_words(seg: dict) -> list[RawWord]:
 
 
 def parse_whisperx_json(video_id: str, obj: Any) -> TranscriptInput:
-    """A :class:`TranscriptInput` from a WhisperX output dict (files, or the ASR stage's output, spec §3.1):
+    """A :class:`TranscriptInput` from a WhisperX output dict (files, or the ASR stage's output):
     ``segments[*].start/end/text`` (required; else ``malformed_transcript``), ``segments[*].words`` (optional),
     ``language`` (optional; non-strings read as unknown). ``word_segments`` is ignored."""
     if not isinstance(obj, dict) or not isinstance(obj.get("segments"), list):
@@ -164,7 +165,7 @@ def parse_whisperx_json(video_id: str, obj: Any) -> TranscriptInput:
 
 
 def parse_segment_list(video_id: str, obj: Any) -> TranscriptInput:
-    """A :class:`TranscriptInput` from a ``segments`` value ``[{"start", "end", "text"}]`` (spec §2.2)."""
+    """A :class:`TranscriptInput` from a ``segments`` value ``[{"start", "end", "text"}]``."""
     if not isinstance(obj, list):
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"not a JSON list of segments but {type(obj).__name__}")
     segments = []
@@ -210,8 +211,8 @@ def _index_dir(root: Path) -> dict[str, Path]:
 
 
 class NarrationReader:
-    """Per-video transcripts of one format (spec §2.2). ``path``: the one json (``htm_raw``, ``sentencified``,
-    ``segments``) or a directory (``whisperx``, ``segments``). One-file inputs are split into
+    """Per-video transcripts of one format (docs/corpora/howtostep.md, Inputs). ``path``: the one json (``htm_raw``,
+    ``sentencified``, ``segments``) or a directory (``whisperx``, ``segments``). One-file inputs are split into
     ``work_dir/<format folder>`` (``work_dir`` required then); ``wanted_ids`` limits the split.
     Missing ``path`` -> FileNotFoundError; a wrong kind of path or an input that is not a JSON object -> ValueError.
     """
@@ -279,7 +280,8 @@ class NarrationReader:
                 [(s, e, t) for t, s, e in item.segments]):
             self._warned.add(vid)
             logger.warning("video %s: %d+ caption tokens and no English stop word; is this caption.json (stop words "
-                           "removed) instead of raw_caption.json? (spec §2.2)", vid, STOPWORD_CHECK_MIN_TOKENS)
+                           "removed) instead of raw_caption.json? (docs/corpora/howtostep.md, Inputs)", vid,
+                           STOPWORD_CHECK_MIN_TOKENS)
         return item
 
     def has(self, video_id: str) -> bool:

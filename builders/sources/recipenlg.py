@@ -49,7 +49,7 @@ def _json_str_list(text: str) -> list[str] | None:
 
 
 def _recipe(rec: Record, ordinal: int) -> Row | Drop:
-    """One recipe row, or a drop with ``malformed_csv_row`` / ``malformed_recipe_json`` (spec §6)."""
+    """One recipe row, or a drop with ``malformed_csv_row`` / ``malformed_recipe_json`` (docs/reason-codes.md)."""
     fields = rec.value
     if rec.problem or len(fields) != len(HEADER) + 1:
         problem = rec.problem or f"{len(fields)} columns, expected {len(HEADER) + 1}"
@@ -70,15 +70,15 @@ def _recipe(rec: Record, ordinal: int) -> Row | Drop:
 
 
 def read_recipenlg(path: str | Path) -> Iterator[Row | Drop]:
-    """Stream RecipeNLG ``full_dataset.csv`` (spec §2.4) as recipe rows or drops.
+    """Stream RecipeNLG ``full_dataset.csv`` (docs/corpora/sieve_swap.md, Inputs) as recipe rows or drops.
 
     Rows: ``{"recipe_id": int, "title": str, "ingredients": [str], "directions": [str], "ner": [str],
-    "link": str, "source": str}``, values as in the file (JSON escapes such as ``\\u00b0`` decoded). Drops (spec §6):
-    ``malformed_csv_row`` (wrong column count, non-integer id, unknown ``source``, a field over 1 MiB, non-UTF-8 bytes,
-    CSV syntax error) and ``malformed_recipe_json``; a drop's ``item_id`` is the recipe id, or ``row:<n>`` (0-based
-    data-row ordinal) when the id is unusable. ``csv.field_size_limit`` is raised to the maximum. Raises
-    ``FileNotFoundError`` / :class:`~builders.core.errors.InputError` (empty file, wrong header) at call time. A quoted
-    field left open swallows no recipe: its line is one ``malformed_csv_row`` and reading resumes after it.
+    "link": str, "source": str}``, values as in the file (JSON escapes such as ``\\u00b0`` decoded). Drops
+    (docs/reason-codes.md): ``malformed_csv_row`` (wrong column count, non-integer id, unknown ``source``, a field over
+    1 MiB, non-UTF-8 bytes, CSV syntax error) and ``malformed_recipe_json``; a drop's ``item_id`` is the recipe id, or
+    ``row:<n>`` (0-based data-row ordinal) when the id is unusable. ``csv.field_size_limit`` is raised to the maximum.
+    Raises ``FileNotFoundError`` / :class:`~builders.core.errors.InputError` (empty file, wrong header) at call time. A
+    quoted field left open swallows no recipe: its line is one ``malformed_csv_row`` and reading resumes after it.
     """
     p = require_file(path)
     _check_header(p)

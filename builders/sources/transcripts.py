@@ -6,7 +6,7 @@ the paper (Batra et al., ECCV 2024, §4.2: transcript segments keep their ASR ti
 The raw-caption file is large (one JSON object over all videos), so :func:`split_raw_captions` streams it once with
 ``ijson`` into blocks of 1,000 videos with an id index (:class:`SplitIndex`); the stores then read one video at a
 time. A video that cannot be read
-raises :class:`TranscriptError` with the spec's reason (``no_transcript`` / ``malformed_transcript``), which the
+raises :class:`TranscriptError` with its reason code (``no_transcript`` / ``malformed_transcript``), which the
 pipeline turns into a counted drop.
 """
 
@@ -45,7 +45,7 @@ NO_TRANSCRIPT = "no_transcript"
 MALFORMED_TRANSCRIPT = "malformed_transcript"
 MAX_TRANSCRIPT_BYTES = 64 << 20  # one video's transcript file; larger ones are malformed, not read
 MAX_JSON_DEPTH = 32  # one video's JSON nesting (WhisperX nests 5 levels, raw_caption.json 3); deeper: malformed
-STOPWORD_CHECK_MIN_TOKENS = 50  # spec §2.3: caption.json (stop words removed) instead of raw_caption.json
+STOPWORD_CHECK_MIN_TOKENS = 50  # caption.json (stop words removed) instead of raw_caption.json?
 SPLIT_MARKER = "_split_done.json"
 RAW_CAPTIONS_DIR = "raw_captions"
 SPLIT_LAYOUT = "blocks-v1"  # block-NNNNN.jsonl + index.sqlite (a split of another layout is made again)
@@ -93,9 +93,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def _check_json_object_file(path: Path) -> None:
-    """A whole-file check of ``raw_caption.json`` (spec §2.3), before any work: it must start a JSON object whose
-    first entry parses (``{}`` is a valid, empty file). Raises :class:`~builders.core.errors.InputError` naming the
-    problem (empty, not UTF-8 JSON, a top-level list or other value, garbage after ``{``)."""
+    """A whole-file check of ``raw_caption.json`` (docs/reason-codes.md: an unusable file stops the build), before any
+    work: it must start a JSON object whose first entry parses (``{}`` is a valid, empty file). Raises
+    :class:`~builders.core.errors.InputError` naming the problem (empty, not UTF-8 JSON, a top-level list or other
+    value, garbage after ``{``)."""
     with _open_raw_captions(path) as f:
         head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
     expected = "a JSON object {video_id: {text, start, end}} (raw_caption.json)"
@@ -158,7 +159,7 @@ class _NonFiniteAsStrings:
     """A read-only binary stream over a JSON file that turns the bare tokens ``NaN``, ``Infinity`` and
     ``-Infinity`` (written by Python's ``json.dumps``; not JSON, so ijson stops at them) into the strings
     ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, which :func:`_as_time` reads back as floats, so the segment reaches
-    the cleaning step and is dropped there as ``bad_segment`` (spec §6) instead of ending the split.
+    the cleaning step and is dropped there as ``bad_segment`` (docs/reason-codes.md) instead of ending the split.
 
     Tokens inside strings are left alone: the in-string state is carried across chunks (escaped quotes and
     backslashes removed, then quotes counted); only a chunk holding a candidate token is rewritten token by token.
@@ -368,7 +369,8 @@ def _write_index(root: Path, entries: dict[str, tuple[int, int, int, str, str]])
 def split_raw_captions(
     path: str | Path, out_dir: str | Path, wanted_ids: set[str] | None = None
 ) -> dict[str, int]:
-    """Stream HowTo100M ``raw_caption.json`` (spec §2.3) into blocks of videos under ``out_dir``.
+    """Stream HowTo100M ``raw_caption.json`` (docs/corpora/sieve_swap.md, Inputs) into blocks of videos under
+    ``out_dir``.
 
     Layout (``SPLIT_LAYOUT``): ``block-00000.jsonl``, ... hold :data:`BLOCK_VIDEOS` videos each, one JSON value a
     line, and ``index.sqlite`` maps each video id to its ``(block, offset, length, sha256)`` or to the ``error`` that
@@ -633,9 +635,9 @@ def _as_text(value: Any) -> str:
 
 
 def parse_raw_caption(video_id: str, obj: Any) -> Transcript:
-    """A transcript from one raw-caption value ``{"text": [str], "start": [num], "end": [num]}`` (spec §2.3).
+    """A transcript from one raw-caption value ``{"text": [str], "start": [num], "end": [num]}``.
 
-    Lists of unequal length are truncated to the shortest and flagged ``length_mismatch`` (spec §6).
+    Lists of unequal length are truncated to the shortest and flagged ``length_mismatch`` (docs/reason-codes.md).
     """
     if not isinstance(obj, dict):
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"not a JSON object but {type(obj).__name__}")
@@ -657,7 +659,8 @@ def _whisperx_segment(seg: Any) -> Segment:
 
 
 def parse_whisperx(video_id: str, obj: Any) -> Transcript:
-    """A transcript from a WhisperX output: ``segments[*].start/end/text`` and top-level ``language`` (§2.3).
+    """A transcript from a WhisperX output: ``segments[*].start/end/text`` and top-level ``language``
+    (docs/corpora/sieve_swap.md, Inputs).
 
     Word-level entries are ignored (words may lack times); a non-string ``language`` is read as unknown.
     """
@@ -704,8 +707,8 @@ def english_stop_words() -> frozenset[str]:
 def lacks_stop_words(segments: Iterable[Segment], min_tokens: int = STOPWORD_CHECK_MIN_TOKENS) -> bool:
     """True when the text has at least ``min_tokens`` tokens and none is an English stop word (spaCy's list).
 
-    The sign of HowTo100M ``caption.json`` (stop words removed) passed instead of ``raw_caption.json`` (§2.3).
-    Always False when the stop-word list is unavailable.
+    The sign of HowTo100M ``caption.json`` (stop words removed) passed instead of ``raw_caption.json``
+    (docs/corpora/sieve_swap.md, Inputs). Always False when the stop-word list is unavailable.
     """
     tokens = _TOKEN_RE.findall(" ".join(text for _, _, text in segments).lower())
     if len(tokens) < min_tokens or not (stop_words := english_stop_words()):
@@ -747,7 +750,8 @@ class RawCaptionStore:
             self._warned.add(vid)
             logger.warning(
                 "video %s: %d+ caption tokens and no English stop word; is this caption.json (stop words "
-                "removed) instead of raw_caption.json? (spec sieve_swap §2.3)", vid, STOPWORD_CHECK_MIN_TOKENS,
+                "removed) instead of raw_caption.json? (docs/corpora/sieve_swap.md, Inputs)", vid,
+                STOPWORD_CHECK_MIN_TOKENS,
             )
         return transcript
 

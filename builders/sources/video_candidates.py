@@ -54,7 +54,7 @@ def read_video_candidates(path: str | Path) -> tuple[dict[str, list[Candidate]],
 
 
 def pick_videos(candidates: list[Candidate], wanted: int, usable: set[str]) -> tuple[list[Candidate], bool]:
-    """The first ``wanted`` candidates in rank order that have a usable transcript (spec §3.5); the flag says the
-    dish got fewer than wanted (counter ``videos_short``)."""
+    """The first ``wanted`` candidates in rank order that have a usable transcript (docs/corpora/marc.md, Pipeline step
+    5); the flag says the dish got fewer than wanted (counter ``videos_short``)."""
     picked = [c for c in candidates if c.video_id in usable][:wanted]
     return picked, len(picked) < wanted

@@ -127,8 +127,9 @@ class Segments:
 
 
 def segments_from_json(obj: Any) -> Segments:
-    """Spec §4: WhisperX dict or bare list; segments sorted by ``start``; ``end < start`` or non-finite times are
-    removed (counted in ``bad_times``); nothing else is rewritten. Malformed -> ``TranscriptError``."""
+    """ShowHowTo transcripts (docs/corpora/showhowto.md): WhisperX dict or bare list; segments sorted by ``start``;
+    ``end < start`` or non-finite times are removed (counted in ``bad_times``); nothing else is rewritten. Malformed ->
+    ``TranscriptError``."""
     if isinstance(obj, dict):
         if not isinstance(obj.get("segments"), list):
             raise TranscriptError(MALFORMED_TRANSCRIPT, "a JSON object without a 'segments' list")

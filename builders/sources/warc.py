@@ -8,7 +8,7 @@ Each record becomes a page record of :func:`builders.sources.html_pages.page_rec
 ``WARC-Record-ID``, ``url`` = ``WARC-Target-URI``, HTML decoded by HTTP charset, else ``<meta charset>``, else UTF-8
 with replacement; ``warc_filename`` relative to the input directory, or the file name for a file input;
 ``warc_record_offset`` = the byte offset of the record, of its gzip member for ``.warc.gz``), or a :class:`Drop`
-(spec §6):
+(docs/reason-codes.md):
 
 - ``warc_not_response``: ``WARC-Type`` other than ``response`` (warcinfo, request, metadata, revisit, ...);
 - ``http_status``: HTTP status other than 200, or no HTTP headers;
@@ -348,8 +348,8 @@ def read_warc_record(path: str | Path, offset: int, length: int, warc_filename: 
 
 def read_warc(paths: str | Path | Iterable[str | Path],
               max_payload_bytes: int = MAX_PAGE_BYTES) -> Iterator[Row | Drop | Count]:
-    """Stream WARC files (files or directories) as page records, drops and ``warc_truncated`` counts (spec §2.1, §6):
-    :func:`list_warc_records`, each pointer replaced by :func:`read_warc_record` of it.
+    """Stream WARC files (files or directories) as page records, drops and ``warc_truncated`` counts
+    (docs/reason-codes.md): :func:`list_warc_records`, each pointer replaced by :func:`read_warc_record` of it.
 
     Raises ``FileNotFoundError`` at call time for a missing input; never raises on bad bytes.
     """

@@ -86,7 +86,7 @@ def _parse_video(video_id: Any, entry: Any) -> YouCook2Video | str:
 
 def read_youcook2_annotations(path: str | Path,
                               max_bytes: int = MAX_ANNOTATION_BYTES) -> tuple[dict[str, YouCook2Video], list[Drop]]:
-    """Videos by id (file order) and one ``malformed_annotation`` drop per unusable entry (spec §2.4).
+    """Videos by id (file order) and one ``malformed_annotation`` drop per unusable entry (docs/reason-codes.md).
 
     A video is dropped whole when any of its annotations is malformed: a missing segment would turn content
     sentences into chat. Raises ``FileNotFoundError`` / ``ValueError`` for a missing, oversized or non-JSON file or

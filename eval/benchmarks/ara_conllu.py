@@ -282,7 +282,7 @@ def read_alignments(path: Path | str) -> list[AlignmentRow]:
     return parse_alignments(text, str(path))
 
 
-# --------------------------------------------------------------------------------------- instructions (§8.4)
+# --------------------------------------------------------------------------------------- instructions
 
 
 def _is_end(forms: Sequence[str], k: int) -> bool:
@@ -304,7 +304,8 @@ def split_instructions(forms: Sequence[str]) -> tuple[list[list[int]], np.ndarra
     last token. A recipe with none of the four terminators is instead split before every token whose first character
     is uppercase while its predecessor's is not. An instruction without an alphanumeric character joins the previous
     one; a *first* instruction has none to join and stays (``homemade_pizza_dough_9`` starts with a lone ``.``: the
-    §8.4 counts, 631 instructions and 134 NONE, include it). ``map[k]`` = instruction of token position ``k``.
+    fixture counts of docs/evaluation.md, 631 instructions and 134 NONE, include it). ``map[k]`` = instruction of token
+    position ``k``.
     """
     n = len(forms)
     if n == 0:
@@ -372,7 +373,7 @@ def read_corpus(root: Path | str) -> AraCorpus:
     return corpus
 
 
-# ------------------------------------------------------------------------------------------------ gold (§8.4)
+# ------------------------------------------------------------------------------------------------ gold
 
 
 def pair_gold(source: AraRecipe, target: AraRecipe, rows: Iterable[AlignmentRow],
@@ -452,7 +453,8 @@ def to_text_recipe(recipe: AraRecipe, source_path: str = "") -> dict[str, Any]:
 
 
 def corpus_summary(corpus: AraCorpus, gold: Sequence[PairGold] | None = None) -> Mapping[str, Any]:
-    """The §8.4 counts: recipes, instructions (mean/min/max), pairs, source instructions, labelled, NONE, multi."""
+    """The fixture counts (docs/evaluation.md, ``marc_ara``): recipes, instructions (mean/min/max), pairs, source
+    instructions, labelled, NONE, multi."""
     gold = corpus.gold() if gold is None else gold
     lengths = [len(r.instructions) for r in corpus.recipes.values()]
     labels = [g for pg in gold for g in pg.gold]

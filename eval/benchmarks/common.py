@@ -1,4 +1,4 @@
-"""Shared reading helpers: bounded JSON loading and the video-id matching rule (``evaluation.md`` §0)."""
+"""Shared reading helpers: bounded JSON loading and the video-id matching rule (docs/evaluation.md)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Two layouts:
   ``annotations/<task>_<vid>.csv`` with lines ``step,start,end`` (step 1-based). The release has no video durations:
   ``duration`` is ``None`` (T comes from the score matrix; see the protocol).
 
-Videos keep the file order (it decides the random sets, §4(c)). Errors name the file and the video.
+Videos keep the file order (it decides the random sets). Errors name the file and the video.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = ["read_crosstask_ground_truth", "read_crosstask_records", "read_crosst
 
 
 def read_crosstask_records(path: Path) -> list[StepVideo]:
-    """The fixture's record list (§4(b)); a segment's column is its 0-based ``step``."""
+    """The fixture's record list (docs/evaluation.md, ``crosstask``); a segment's column is its 0-based ``step``."""
     path = Path(path)
     data = load_json(path, "ground-truth")
     if not isinstance(data, list):
@@ -110,7 +110,7 @@ def read_crosstask_release(folder: Path) -> list[StepVideo]:
 
 
 def _read_release(folder: Path) -> list[StepVideo]:
-    """The original release folder (§4(b)): primary-task videos that have an annotation file, in ``videos.csv``
+    """The original release folder: primary-task videos that have an annotation file, in ``videos.csv``
     order (then ``videos_val.csv``), steps made 0-based; ``duration=None`` (the release has none)."""
     folder = Path(folder)
     tasks_file = folder / "tasks_primary.txt"

@@ -8,8 +8,8 @@ Ground truth, one or more reference files, each in one of:
   to one ``subset`` (default ``validation``).
 
 Predictions: the ActivityNet submission ``{"version", "results": {vid: [{"sentence", "timestamp": [s, e]}]},
-"external_data"}``. Prediction ids match ground-truth ids exactly or with ``v_`` toggled (§0). Bad predictions are
-counted, named warnings; a bad ground-truth file is an error naming the file and the video.
+"external_data"}``. Prediction ids match ground-truth ids exactly or with ``v_`` toggled (docs/evaluation.md). Bad
+predictions are counted, named warnings; a bad ground-truth file is an error naming the file and the video.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _check_duration(entry: dict, path: Path, vid: Any) -> None:
 
 def _segment(t: Any, path: Path, vid: Any) -> tuple[float, float]:
     """A ground-truth ``[start, end]``: finite, ``start <= end`` (a NaN or reversed segment could never be matched,
-    so the file is refused rather than scored silently low; §6(b))."""
+    so the file is refused rather than scored silently low)."""
     s, e = t[0], t[1]
     if not (math.isfinite(s) and math.isfinite(e)):
         raise EvalError(f"ground truth {path}: video {vid!r} has a non-finite timestamp {list(t)!r}")

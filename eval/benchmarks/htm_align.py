@@ -39,7 +39,8 @@ class HtmVideo:
 
 
 def read_htm_align(path: Path) -> list[HtmVideo]:
-    """Parse ``htm_align.json`` (§1(b)); a malformed row is an :class:`EvalError` naming the file, video and row."""
+    """Parse ``htm_align.json`` (docs/evaluation.md, ``htm_align``); a malformed row is an :class:`EvalError` naming the
+    file, video and row."""
     path = Path(path)
     data = load_json(path, "ground-truth")
     if not isinstance(data, dict):
@@ -94,7 +95,7 @@ def _score_vector(value: Any, n_text: int, where: str) -> np.ndarray:
 
 
 def parse_htm_prediction(value: Any, n_text: int, where: str) -> HtmPrediction:
-    """Interpret one video's prediction value (§1(b)); a wrong shape or layout is an :class:`EvalError`."""
+    """Interpret one video's prediction value; a wrong shape or layout is an :class:`EvalError`."""
     if isinstance(value, dict):
         unknown = set(value) - {"pred_time", "align_score"}
         if "pred_time" not in value:

@@ -1,5 +1,5 @@
 """HT-Step ground truth, taxonomy and predictions (docs/evaluation.md), and the per-video
-prediction loading shared by the grounding protocols (§1(b), §2(b), §4(b)).
+prediction loading shared by the grounding protocols (docs/evaluation.md).
 
 Ground truth of step grounding (R@1): the list of records ``{video_uid, video_duration, activity, variation,
 step_headline[], clips[].annotations[].language_queries[{clip_start_sec, clip_end_sec, query, step}]}``.
@@ -69,7 +69,7 @@ def _load_npy(path: Path) -> np.ndarray:
 
 
 def load_per_video_predictions(path: Path, what: str = "predictions") -> dict[str, Any]:
-    """``{video_id: value}`` from a JSON object, a directory of ``<vid>.npy`` or an ``.npz`` archive (§1(b), §2(b)).
+    """``{video_id: value}`` from a JSON object, a directory of ``<vid>.npy`` or an ``.npz`` archive.
 
     JSON values are returned as parsed (lists / objects); arrays are returned as numpy arrays. A wrong top-level layout
     (not an object), an empty directory or an unreadable array is an :class:`EvalError` naming the file.
@@ -103,7 +103,7 @@ def load_per_video_predictions(path: Path, what: str = "predictions") -> dict[st
 def match_predictions(
     gt_ids: list[str], preds: dict[str, Any], warnings: Warnings, what: str = "predictions"
 ) -> dict[str, Any]:
-    """Prediction values keyed by ground-truth id (exact id first, else ``v_`` toggled, §0).
+    """Prediction values keyed by ground-truth id (exact id first, else ``v_`` toggled).
 
     Unknown ids are an ``unknown_video`` warning; two prediction ids resolving to one video keep the exact one
     (``duplicate_video`` warning).
@@ -186,12 +186,13 @@ class StepVideo:
 
     @property
     def n_slots(self) -> int | None:
-        """``T = ceil(duration)`` (§0), or ``None`` when the duration is unknown."""
+        """``T = ceil(duration)``, or ``None`` when the duration is unknown."""
         return None if self.duration is None else max(1, math.ceil(self.duration))
 
 
 def iter_language_queries(record: dict[str, Any], where: str) -> Iterator[dict[str, Any]]:
-    """Every ``clips[].annotations[].language_queries[]`` entry of one record (the layout of §2(b) and §4(b))."""
+    """Every ``clips[].annotations[].language_queries[]`` entry of one record (the HT-Step and CrossTask fixtures'
+    layout)."""
     clips = record.get("clips")
     if not isinstance(clips, list):
         raise EvalError(f"{where}: 'clips' must be a list")
@@ -232,7 +233,7 @@ def iter_video_records(data: list, path: Path) -> Iterator[tuple[dict, str, str,
 
 def read_step_ground_truth(path: Path) -> list[StepVideo]:
     """The HT-Step R@1 record list (docs/evaluation.md); GT segments map to the LAST position of their ``query`` in
-    ``step_headline`` (the reference's text lookup, §2(c)); ``step_ids`` keep the global step index."""
+    ``step_headline`` (the reference's text lookup); ``step_ids`` keep the global step index."""
     path = Path(path)
     data = load_json(path, "ground-truth")
     if isinstance(data, dict):
@@ -247,7 +248,7 @@ def read_step_ground_truth(path: Path) -> list[StepVideo]:
         headlines = rec.get("step_headline")
         if not isinstance(headlines, list) or not all(isinstance(h, str) for h in headlines):
             raise EvalError(f"{where}: 'step_headline' must be a list of strings")
-        last_pos = {h: k for k, h in enumerate(headlines)}  # duplicates: last position wins (§2(c))
+        last_pos = {h: k for k, h in enumerate(headlines)}  # duplicates: last position wins (as the reference)
         cols, ids, starts, ends = [], [], [], []
         for q in iter_language_queries(rec, where):
             query = q.get("query")
@@ -285,7 +286,7 @@ def read_step_ground_truth(path: Path) -> list[StepVideo]:
 
 @dataclass(frozen=True)
 class Taxonomy:
-    """``taxonomy.csv``: the activity and variation of every global step, and each article's step set (§3(b))."""
+    """``taxonomy.csv``: the activity and variation of every global step, and each article's step set."""
 
     activity: dict[int, str]
     variation: dict[int, str]
@@ -293,7 +294,7 @@ class Taxonomy:
 
 
 def read_taxonomy(path: Path) -> Taxonomy:
-    """Parse ``taxonomy.csv`` (columns global_step_index, activity, variation, ...; §3(b))."""
+    """Parse ``taxonomy.csv`` (columns global_step_index, activity, variation, ...)."""
     path = Path(path)
     if not path.is_file():
         raise EvalError(f"taxonomy file not found: {path}")
@@ -331,7 +332,7 @@ def read_taxonomy(path: Path) -> Taxonomy:
 
 @dataclass(frozen=True)
 class MapVideo:
-    """One ground-truth video of article grounding: raw segments and step ids in file order (§3(b))."""
+    """One ground-truth video of article grounding: raw segments and step ids in file order."""
 
     video_id: str
     subset: str | None
@@ -376,7 +377,8 @@ def _map_video_from_official(vid: str, rec: Any, where: str) -> MapVideo:
 
 
 def read_map_ground_truth(path: Path) -> list[MapVideo]:
-    """Article-grounding ground truth (§3(b)): the official-schema object, or the R@1 record list (no subset)."""
+    """Article-grounding ground truth (docs/evaluation.md, ``htstep_map``): the official-schema object, or the R@1
+    record list (no subset)."""
     path = Path(path)
     data = load_json(path, "ground-truth")
     videos: list[MapVideo] = []
@@ -404,7 +406,7 @@ def read_map_ground_truth(path: Path) -> list[MapVideo]:
 
 @dataclass(frozen=True)
 class DetectionRows:
-    """Valid prediction rows of the article-grounding CSV, in file order (§3(b))."""
+    """Valid prediction rows of the article-grounding CSV, in file order."""
 
     video: list[str]
     start: np.ndarray
@@ -417,7 +419,7 @@ _CSV_COLUMNS = ("video-id", "t-start", "t-end", "label", "score")
 
 
 def read_detection_csv(path: Path, warnings: Warnings) -> DetectionRows:
-    """The article-grounding prediction CSV ``[index,]video-id,t-start,t-end,label,score`` (§3(b)).
+    """The article-grounding prediction CSV ``[index,]video-id,t-start,t-end,label,score``.
 
     Missing columns, an unreadable file or a file without one valid row are an :class:`EvalError`; a row with a
     non-numeric or non-finite value, a non-integer label or ``t-end < t-start`` is dropped with an ``invalid_row``
@@ -487,7 +489,7 @@ def read_detection_csv(path: Path, warnings: Warnings) -> DetectionRows:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# step-grounding predictions of one video (HT-Step R@1 §2(b); CrossTask §4(b))
+# step-grounding predictions of one video (HT-Step R@1 and CrossTask)
 
 
 @dataclass(frozen=True)
@@ -537,7 +539,7 @@ def resolve_step_prediction(
     - ``{global_step_index: seconds}`` (``allow_step_ids``, HT-Step): the same per global step;
     - a ``[T, K]`` score matrix: argmax over time per column (ties to the earliest slot, NaN never wins; an all-NaN
       column is no prediction, ``all_nan_column``). With ``reject_multi_one`` a 0/1 matrix with several 1s in a column
-      is an :class:`EvalError` (§4(c)); a 0/1 column without a 1 is no prediction.
+      is an :class:`EvalError`; a 0/1 column without a 1 is no prediction.
 
     A wrong number of columns or entries is an :class:`EvalError` naming ``where``.
     """
@@ -594,7 +596,7 @@ def resolve_step_prediction(
 def _slots_for(
     video: StepVideo, times: np.ndarray, where: str, warnings: Warnings, warn_missing: bool = True
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Seconds -> slots for one video, with the ``time_clamped`` / ``missing_step`` warnings (§0)."""
+    """Seconds -> slots for one video, with the ``time_clamped`` / ``missing_step`` warnings (docs/evaluation.md)."""
     slots, valid, n_clamped = times_to_slots(times, video.n_slots)
     if n_clamped:
         limit = f"[0, {video.n_slots - 1}]" if video.n_slots is not None else "[0, ...)"

@@ -1,4 +1,5 @@
-"""ShowHowTo test sequences, generated images, real frames and precomputed embeddings (``showhowto.md`` §8, §11).
+"""ShowHowTo test sequences, generated images, real frames and precomputed embeddings (docs/corpora/showhowto.md;
+docs/evaluation.md).
 
 Ground truth (``--gt``), the test split of the release's ``sequences`` config, in one of:
 
@@ -348,7 +349,7 @@ def real_frames_from_folder(root: Path) -> RealFrames:
 def iter_real_frames(real: RealFrames, sequences: list[Sequence]) -> Iterator[tuple[int, int, Path | bytes]]:
     """Yield ``(sequence index, i, file or bytes)`` for the source frames I_i, ``1 <= i <= n``, of ``sequences``.
 
-    Input frames I_0 are never yielded (spec §11(b): the SC gallery and FID exclude them). Frames that are absent
+    Input frames I_0 are never yielded (the SC gallery and FID exclude them). Frames that are absent
     are simply not yielded (the caller counts them).
     """
     by_id = {s.sequence_id: k for k, s in enumerate(sequences)}
@@ -388,7 +389,7 @@ def iter_real_frames(real: RealFrames, sequences: list[Sequence]) -> Iterator[tu
 
 @dataclass
 class PrecomputedEmbeddings:
-    """The arrays of ``--variant embeddings=FILE.npz`` (spec §11 features, computed elsewhere); absent -> None."""
+    """The arrays of ``--variant embeddings=FILE.npz`` (the metrics' features, computed elsewhere); absent -> None."""
 
     gen_ids: np.ndarray
     arrays: dict[str, np.ndarray]

@@ -20,7 +20,8 @@ from eval.metrics.text_scorers import tokenize_blocks as scorer_tokenize_blocks
 TIOUS = (0.3, 0.5, 0.7, 0.9)
 #: the 2018 evaluator's reference sentence for a prediction that overlaps no ground truth
 GARBAGE_2018 = "abc123!@#"
-#: the epsilon of the evaluator's tIoU denominator: an IoU exactly at a threshold fails both >= and > (§6(c))
+#: the epsilon of the evaluator's tIoU denominator: an IoU exactly at a threshold fails both >= and > (as in the
+#: ActivityNet evaluator)
 IOU_EPS = 1e-8
 
 
@@ -64,7 +65,7 @@ def densevid(
     video_ids: Sequence[str] | None = None,
     tokenize: str = "video",
 ) -> DensevidResult:
-    """Dense-captioning metrics per threshold and their means over the thresholds (§6(a)).
+    """Dense-captioning metrics per threshold and their means over the thresholds (docs/evaluation.md, ``densevid``).
 
     ``refs``: one dict per reference file, ``vid -> (timestamps, sentences)``; ``preds``: ``vid -> [(timestamp,
     sentence)]`` in file order (only the first ``max_proposals`` count); ``video_ids``: the GT videos averaged over

@@ -1,4 +1,4 @@
-"""Recipe-extraction metrics against recipe-scrapers output (spec ``marc.md`` §8.6).
+"""Recipe-extraction metrics against recipe-scrapers output (docs/evaluation.md, ``recipe_pages``).
 
 Pure functions: the title normalisation and comparison, the recipe-scrapers-compatible instruction list built from
 extracted steps, item normalisation, exact list equality and multiset item precision / recall / F1.
@@ -26,7 +26,7 @@ class ItemScores(NamedTuple):
 
 
 def normalize_title(title: str | None) -> str:
-    """§8.6: HTML unescape, NFKC, whitespace collapse (case kept)."""
+    """Title normalisation: HTML unescape, NFKC, whitespace collapse (case kept)."""
     text = unicodedata.normalize("NFKC", html.unescape(title or ""))
     return _WS_RE.sub(" ", text).strip()
 
@@ -37,7 +37,7 @@ def titles_match(predicted: str | None, expected: str | None) -> bool:
 
 
 def normalize_item(item: str) -> str:
-    """§8.6: NFKC, casefold, runs of non-word characters -> one space, stripped."""
+    """Item normalisation: NFKC, casefold, runs of non-word characters -> one space, stripped."""
     text = unicodedata.normalize("NFKC", item).casefold()
     return _NON_WORD_RE.sub(" ", text).strip()
 
@@ -57,7 +57,7 @@ def _step_fields(step: Any) -> tuple[str, str | None, str | None]:
 
 
 def scrapers_instruction_list(steps: Sequence[Any]) -> list[str]:
-    """The recipe-scrapers-compatible list of §8.6 from ``(text, section, step_name)`` steps: a section name before
+    """The recipe-scrapers-compatible list from ``(text, section, step_name)`` steps: a section name before
     the first step of its section, a ``step_name`` before its text unless the text starts with the name minus a
     trailing ``.``, then the text."""
     out: list[str] = []
@@ -92,7 +92,7 @@ def item_scores(predicted: Iterable[str], expected: Iterable[str]) -> ItemScores
 
 
 def pick_record(titles: Sequence[str], expected_title: str | None) -> int | None:
-    """§8.6: the index of the first record whose normalised title equals the expected one, else 0 (``None`` when
+    """The index of the first record whose normalised title equals the expected one, else 0 (``None`` when
     there is no record)."""
     if not titles:
         return None

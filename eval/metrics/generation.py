@@ -2,12 +2,12 @@
 
 Contract: docs/corpora/showhowto.md and docs/evaluation.md; Souček et al., CVPR 2025, Sec. 5.1 and
 App. D. No upstream evaluation code exists, so every choice below that the paper leaves open is flagged **[unverified]**
-in the spec and stays a switch of ``eval/run.py showhowto``:
+and stays a switch of ``eval/run.py showhowto``:
 
 - embeddings are L2-normalised and compared by cosine similarity [unverified]; argmax ties go to the lowest index;
-- SF classes ``J = {1..n}`` by default, ``J = {0..n}`` with the input prompt τ_0 (§11(a)) [unverified];
-- SC gallery = frames ``I_i, i >= 1`` of every test sequence, input frames excluded (§11(b)) [unverified];
-- TF classes = bare task names (§11(c)) [unverified];
+- SF classes ``J = {1..n}`` by default, ``J = {0..n}`` with the input prompt τ_0 [unverified];
+- SC gallery = frames ``I_i, i >= 1`` of every test sequence, input frames excluded [unverified];
+- TF classes = bare task names [unverified];
 - every metric is a per-sequence mean averaged over sequences ("All metrics are first averaged per sequence", App. D);
   ``pooled=True`` gives the image-level mean for comparison.
 
@@ -57,19 +57,19 @@ class MetricValue:
 
 
 def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """float64 ``x / max(||x||, 1e-12)`` along ``axis`` (spec §11: "All embeddings L2-normalised")."""
+    """float64 ``x / max(||x||, 1e-12)`` along ``axis`` ("All embeddings L2-normalised", [unverified])."""
     x = np.asarray(x, dtype=np.float64)
     norm = np.linalg.norm(x, axis=axis, keepdims=True)
     return x / np.maximum(norm, NORM_EPS)
 
 
 def cosine_similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``[A, d] x [B, d] -> [A, B]`` cosine similarities in float64 (similarity = cosine, spec §11 [unverified])."""
+    """``[A, d] x [B, d] -> [A, B]`` cosine similarities in float64 (similarity = cosine [unverified])."""
     return l2_normalize(a) @ l2_normalize(b).T
 
 
 def masked_first_argmax(scores: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Row-wise argmax over the ``valid`` columns; ties go to the lowest column index (spec §11, numpy rule).
+    """Row-wise argmax over the ``valid`` columns; ties go to the lowest column index (numpy rule).
 
     A row without any valid column returns -1.
     """
@@ -101,11 +101,12 @@ def sequence_mean(hit_counts: np.ndarray, denominators: np.ndarray, pooled: bool
 def step_faithfulness_hits(gen: np.ndarray, gen_seq: np.ndarray, gen_step: np.ndarray, prompts: np.ndarray,
                            prompt_seq: np.ndarray, prompt_step: np.ndarray, n_steps: np.ndarray,
                            include_input: bool = False) -> np.ndarray:
-    """Per generated image: is its own prompt the argmax over the sequence's classes? (spec §11 SF)
+    """Per generated image: is its own prompt the argmax over the sequence's classes? (SF, Souček et al., CVPR 2025,
+    Sec. 5.1)
 
     ``gen`` ``[M, d]`` CLIP image features of Î_i with sequence ``gen_seq`` (0..S-1) and step ``gen_step`` (i >= 1);
     ``prompts`` ``[P, d]`` CLIP text features of τ_j with ``prompt_seq`` / ``prompt_step`` (j >= 0). ``n_steps[s]`` = n.
-    Classes ``J = {1..n}`` (default) or ``{0..n}`` with ``include_input`` (spec §11(a) [unverified]). Columns are
+    Classes ``J = {1..n}`` (default) or ``{0..n}`` with ``include_input`` ([unverified]). Columns are
     ordered by step ``j``, so a tie goes to the lowest step. Vectorised: an ``[S, n_max + 1]`` index of prompt rows;
     each chunk of images gathers its own sequence's prompts ``[rows, n_max + 1, d]`` and is scored by ``einsum``.
     """
@@ -137,7 +138,8 @@ def step_faithfulness_hits(gen: np.ndarray, gen_seq: np.ndarray, gen_step: np.nd
 def step_faithfulness(gen: np.ndarray, gen_seq: np.ndarray, gen_step: np.ndarray, prompts: np.ndarray,
                       prompt_seq: np.ndarray, prompt_step: np.ndarray, n_steps: np.ndarray,
                       include_input: bool = False, pooled: bool = False) -> MetricValue:
-    """SF = mean over sequences of ``mean_{i=1..n} [argmax_{j in J} cos(clip(Î_i), clip(τ_j)) == i]`` (spec §11).
+    """SF = mean over sequences of ``mean_{i=1..n} [argmax_{j in J} cos(clip(Î_i), clip(τ_j)) == i]`` (Souček et al.,
+    CVPR 2025, Sec. 5.1).
 
     Denominator per sequence is ``n`` (a missing image is a miss). Chance level is ``1/|J|`` per sequence.
     """
@@ -148,10 +150,11 @@ def step_faithfulness(gen: np.ndarray, gen_seq: np.ndarray, gen_step: np.ndarray
 
 def scene_consistency_hits(gen: np.ndarray, gen_video: np.ndarray, gallery: np.ndarray,
                            gallery_video: np.ndarray) -> np.ndarray:
-    """Per generated image: is the nearest gallery frame (cosine, DINOv2) from the image's own video? (spec §11 SC)
+    """Per generated image: is the nearest gallery frame (cosine, DINOv2) from the image's own video? (SC, Souček et
+    al., CVPR 2025, Sec. 5.1)
 
     ``gen_video`` and ``gallery_video`` are integer video labels in one shared coding. The gallery is the caller's:
-    frames ``I_i, i >= 1`` of every test sequence (input frames excluded, §11(b) [unverified]). Ties -> the lowest
+    frames ``I_i, i >= 1`` of every test sequence (input frames excluded [unverified]). Ties -> the lowest
     gallery row. An empty gallery gives no hit.
     """
     gen_n = l2_normalize(gen)
@@ -170,10 +173,12 @@ def scene_consistency_hits(gen: np.ndarray, gen_video: np.ndarray, gallery: np.n
 
 def scene_consistency(gen: np.ndarray, gen_seq: np.ndarray, gallery: np.ndarray, gallery_seq: np.ndarray,
                       n_steps: np.ndarray, pooled: bool = False) -> MetricValue:
-    """SC = mean over sequences of ``mean_{i=1..n} [video(NN_gallery(dino(Î_i))) == video(s)]`` (spec §11).
+    """SC = mean over sequences of ``mean_{i=1..n} [video(NN_gallery(dino(Î_i))) == video(s)]`` (Souček et al., CVPR
+    2025, Sec. 5.1).
 
-    ``gen_seq`` / ``gallery_seq`` label rows by sequence (= video: ``sequence_id = video_id``, spec §8); gallery
-    labels may go beyond ``len(n_steps)`` (frames of test videos that are not scored). Missing images are misses.
+    ``gen_seq`` / ``gallery_seq`` label rows by sequence (= video: ``sequence_id = video_id``,
+    docs/corpora/showhowto.md); gallery labels may go beyond ``len(n_steps)`` (frames of test videos that are not
+    scored). Missing images are misses.
     """
     hits = scene_consistency_hits(gen, gen_seq, gallery, gallery_seq)
     counts = np.bincount(np.asarray(gen_seq, dtype=np.int64), weights=hits, minlength=len(n_steps))
@@ -184,9 +189,10 @@ def task_faithfulness(gen: np.ndarray, gen_seq: np.ndarray, n_sequences: int, se
                       task_text: np.ndarray) -> MetricValue:
     """TF = mean over sequences of ``[argmax_c cos(normalize(mean_i normalize(clip(Î_i))), clip(task_c)) == task(s)]``.
 
-    spec §11: the sequence embedding is the mean of the L2-normalised image features, normalised again; classes are
-    the rows of ``task_text`` (bare task names, §11(c) [unverified]); ``seq_task[s]`` is the class row of sequence
-    ``s`` or -1 (no task: the sequence leaves TF). A sequence with a task but no generated image is a miss.
+    Souček et al., CVPR 2025, Sec. 5.1 and App. D: the sequence embedding is the mean of the L2-normalised image
+    features, normalised again; classes are the rows of ``task_text`` (bare task names [unverified]); ``seq_task[s]`` is
+    the class row of sequence ``s`` or -1 (no task: the sequence leaves TF). A sequence with a task but no generated
+    image is a miss.
     """
     gen_n = l2_normalize(gen)
     gen_seq = np.asarray(gen_seq, dtype=np.int64)
@@ -228,7 +234,8 @@ def _sqrtm(matrix: np.ndarray) -> np.ndarray:
 
 def frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma2: np.ndarray,
                      eps: float = 1e-6) -> float:
-    """``||mu1 - mu2||^2 + Tr(S1 + S2 - 2 sqrtm(S1 S2))`` (spec §11 FID; Heusel et al.'s Fréchet distance).
+    """``||mu1 - mu2||^2 + Tr(S1 + S2 - 2 sqrtm(S1 S2))`` (FID, Souček et al., CVPR 2025, App. E; Heusel et al.'s
+    Fréchet distance).
 
     Same numerical rules as pytorch-fid's ``calculate_frechet_distance`` (checked side by side by
     ``tests/crosscheck/fid_reference.py``): the square root of the product ``S1 @ S2`` by ``scipy.linalg.sqrtm``; if
@@ -255,7 +262,7 @@ def frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma
 
 
 def frechet_distance_from_features(generated: np.ndarray, real: np.ndarray, eps: float = 1e-6) -> float:
-    """FID between two feature sets ``[N, d]`` (spec §11: generated Î_i vs source frames I_i, i >= 1; ddof=1)."""
+    """FID between two feature sets ``[N, d]`` (generated Î_i vs source frames I_i, i >= 1; ddof=1)."""
     mu_g, s_g = gaussian_statistics(generated)
     mu_r, s_r = gaussian_statistics(real)
     return frechet_distance(mu_g, s_g, mu_r, s_r, eps=eps)

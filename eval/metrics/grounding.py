@@ -35,7 +35,7 @@ def nan_argmax(scores: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarr
     """NaN-aware argmax along ``axis`` (docs/evaluation.md).
 
     Returns ``(index, all_nan)``: ties go to the lowest index, a NaN cell never wins (not even over ``-inf``), and a
-    slice that is entirely NaN gets index 0 with ``all_nan`` set (TAN behaviour, §1a; callers decide what it means).
+    slice that is entirely NaN gets index 0 with ``all_nan`` set (TAN behaviour; callers decide what it means).
     """
     x = np.asarray(scores, dtype=np.float64)
     if x.shape[axis] == 0:
@@ -119,7 +119,7 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 def roc_auc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float | None:
     """ROC-AUC from ranks (Mann-Whitney U), tied scores averaged (docs/evaluation.md).
 
-    Equal to ``sklearn.metrics.roc_auc_score``. ``None`` when only one class is present (undefined, §1c). Scores must
+    Equal to ``sklearn.metrics.roc_auc_score``. ``None`` when only one class is present (undefined). Scores must
     not be NaN (callers drop NaN scores with a warning); ``±inf`` rank as lowest / highest.
     """
     y = np.asarray(labels).reshape(-1).astype(bool)
@@ -149,7 +149,7 @@ def step_targets(
 
     Each segment ``(col, start, end)`` sets ``Y[floor(start) : ceil(end) + 1, col]`` ("inclusive") or
     ``Y[floor(start) : ceil(end), col]`` ("exclusive"); the slice is cut at ``T`` like a numpy slice, so a segment
-    starting at or after ``T`` sets nothing (§4c); a negative start is taken as 0.
+    starting at or after ``T`` sets nothing; a negative start is taken as 0.
     """
     if end_rule not in END_RULES:
         raise ValueError(f"unknown end rule {end_rule!r} (expected one of {END_RULES})")

@@ -1,8 +1,9 @@
 """HT-Step article grounding: the official activity-grouped mAP, tIoU 0.3-0.7 (docs/evaluation.md).
 
-A re-implementation from the spec's definition of the official scorer (facebookresearch/htstep
-``evaluation/eval_article_grounding.py``): ActivityNet-style detection AP, but every step of one activity forms one
-class, so inside an activity the step label is never compared. Pure numpy over parsed arrays (no file reading).
+A re-implementation from the documented definition (docs/evaluation.md, ``htstep_map``) of the official scorer
+(facebookresearch/htstep ``evaluation/eval_article_grounding.py``): ActivityNet-style detection AP, but every step of
+one activity forms one class, so inside an activity the step label is never compared. Pure numpy over parsed arrays (no
+file reading).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 #: the official thresholds, computed exactly as the reference does (``np.linspace(0.3, 0.7, 5)``; with numpy 2 its
-#: second value is one ulp below 0.4), since a tIoU equal to a threshold is a TP (``>=``, §3c)
+#: second value is one ulp below 0.4), since a tIoU equal to a threshold is a TP (``>=``)
 TIOU_THRESHOLDS = np.linspace(0.3, 0.7, 5)
 
 
@@ -58,7 +59,7 @@ def segment_iou(target: np.ndarray, candidates: np.ndarray) -> np.ndarray:
 
 
 def interpolated_prec_rec(prec: np.ndarray, rec: np.ndarray) -> float:
-    """VOC-2011 interpolated AP: precision made non-increasing from the right, summed over recall changes (§3a)."""
+    """VOC-2011 interpolated AP: precision made non-increasing from the right, summed over recall changes."""
     mprec = np.concatenate([[0.0], np.asarray(prec, dtype=np.float64), [0.0]])
     mrec = np.concatenate([[0.0], np.asarray(rec, dtype=np.float64), [1.0]])
     mprec = np.maximum.accumulate(mprec[::-1])[::-1]
@@ -183,7 +184,7 @@ def activity_grouped_map(
     pred_scores: np.ndarray,
     thresholds: np.ndarray = TIOU_THRESHOLDS,
 ) -> GroupedMAP:
-    """mAP over the groups (activities) present in the GT, per threshold, and its mean over thresholds (§3a).
+    """mAP over the groups (activities) present in the GT, per threshold, and its mean over thresholds.
 
     Inputs are the GT rows (after :func:`remove_duplicate_annotations`) and the kept prediction rows (after
     :func:`filter_predictions`), each in file order; ``*_group`` is the activity of each row's step label.

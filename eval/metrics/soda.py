@@ -1,9 +1,9 @@
 """SODA-c and SODA-d: story-oriented dense-captioning scores (docs/evaluation.md).
 
-Reimplemented from the definition (Fujita et al., ECCV 2020; the algorithm as the spec states it). The upstream
-``fujiso/SODA`` code is under an evaluation-only licence and is never copied here; it was run side by side only to
-cross-check the numbers. Per video, ground-truth segments G and predictions P (both sorted by start time) are matched
-one-to-one and order-preserving by dynamic programming on a score matrix ``M[g, p]``:
+Reimplemented from the definition (Fujita et al., ECCV 2020; the algorithm as docs/evaluation.md, ``soda``, states it).
+The upstream ``fujiso/SODA`` code is under an evaluation-only licence and is never copied here; it was run side by side
+only to cross-check the numbers. Per video, ground-truth segments G and predictions P (both sorted by start time) are
+matched one-to-one and order-preserving by dynamic programming on a score matrix ``M[g, p]``:
 
 - SODA-d: ``M = tIoU`` (no threshold);
 - SODA-c: ``M = tIoU * METEOR(hypothesis = G[g].sentence, reference = P[p].sentence)`` (roles as the reference).
@@ -39,7 +39,7 @@ def tiou_soda(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
 
 
 def monotone_matching_score(scores: np.ndarray) -> float:
-    """Best total score of an order-preserving one-to-one matching of rows to columns (§7(a)):
+    """Best total score of an order-preserving one-to-one matching of rows to columns:
     ``dp[i][j] = max(dp[i-1][j], dp[i][j-1], dp[i-1][j-1] + M[i][j])`` with ``dp[-1][*] = dp[*][-1] = 0``.
 
     Row by row, vectorised over columns: ``a = max(dp[i-1], shift(dp[i-1]) + M[i])`` then ``dp[i] = cummax(a)``.

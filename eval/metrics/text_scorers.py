@@ -7,11 +7,11 @@ pycocoevalcap (``-l en -norm``) in one JVM per run; BLEU and CIDEr are pycocoeva
 Two deliberate differences from calling pycocoevalcap's wrappers the way the reference evaluators do, both
 value-preserving:
 
-- **Context-free tokenization** (spec §6(c)): pycocoevalcap tokenizes a batch of sentences as the lines of one file,
-  and the PTB tokenizer looks ahead across lines (a line ending in "C." keeps "c." before a lower-case line and splits
-  off the period before an upper-case one). Here every sentence is followed by a neutral lower-case line, so its
-  tokens never depend on which sentence comes next; the result equals the reference's whenever the reference's next
-  line starts in lower case, and makes the toolkit deterministic.
+- **Context-free tokenization** (docs/evaluation.md, Dense-captioning text metrics): pycocoevalcap tokenizes a batch of
+  sentences as the lines of one file, and the PTB tokenizer looks ahead across lines (a line ending in "C." keeps "c."
+  before a lower-case line and splits off the period before an upper-case one). Here every sentence is followed by a
+  neutral lower-case line, so its tokens never depend on which sentence comes next; the result equals the reference's
+  whenever the reference's next line starts in lower case, and makes the toolkit deterministic.
 - **Pipelined METEOR**: the same jar and the same ``SCORE``/``EVAL`` protocol as ``pycocoevalcap.meteor.Meteor``, but
   all requests are written by a feeder thread while the answers are read, and identical requests are answered from a
   cache (the same pair recurs across the four tIoU thresholds).
@@ -36,7 +36,7 @@ from eval.registry import EvalError
 PTB_PUNCTUATIONS = frozenset(
     ["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-", "--", "...", ";"]
 )
-#: the line put after every sentence so that the PTB tokenizer's look-ahead sees a lower-case word (spec §6(c))
+#: the line put after every sentence so that the PTB tokenizer's look-ahead sees a lower-case word (docs/evaluation.md)
 NEUTRAL_LINE = "x"
 
 

@@ -24,7 +24,7 @@ from eval.metrics.grounding import (
 )
 from eval.registry import EvalError, EvalInputs, EvalResult, Protocol, Variant, register
 
-#: TAN's evaluator replaces exact zeros of the stitched matrix by this value (§1(c))
+#: TAN's evaluator replaces exact zeros of the stitched matrix by this value
 TAN_ZERO_FILL = -6e4
 
 

@@ -1,5 +1,5 @@
 """``htstep_r1`` (HT-Step step grounding R@1, docs/evaluation.md) and ``htstep_map`` (HT-Step
-article grounding, the official activity-grouped mAP over tIoU 0.3-0.7, §3).
+article grounding, the official activity-grouped mAP over tIoU 0.3-0.7; docs/evaluation.md).
 
 ``htstep_r1`` is the micro average over annotated (video, step) pairs; a ground-truth video without a prediction
 counts its annotated steps as misses (``missing_video`` warning); a step whose segments all fall outside ``[0, T)``
@@ -63,7 +63,7 @@ def score_step_video(
     """Y[T, K] of the video against one predicted slot per step (docs/evaluation.md).
 
     ``pred=None`` (no prediction for the video): every annotated step is a miss. With ``slots_by_id`` the scored units
-    are the video's annotated global steps (no text lookup, §2(c)). T is the matrix rows, else ``ceil(duration)``;
+    are the video's annotated global steps (no text lookup). T is the matrix rows, else ``ceil(duration)``;
     when both are unknown (CrossTask release layout with times), Y is made long enough that nothing is cut.
     """
     if pred is not None and pred.slots_by_id is not None:
@@ -99,7 +99,7 @@ def score_step_grounding(
     reject_multi_one: bool = False,
     article_steps: dict[str, frozenset[int]] | None = None,
 ) -> list[VideoScore]:
-    """Read the predictions and score every ground-truth video in order (§2, §4)."""
+    """Read the predictions and score every ground-truth video in order."""
     raw = load_per_video_predictions(pred_path)
     preds = match_predictions([v.video_id for v in videos], raw, warnings)
     scores: list[VideoScore] = []

@@ -1,4 +1,5 @@
-"""Protocols ``marc`` and ``marc_ara``: MARC pairwise instruction alignment (``evaluation.md`` §5; ``marc.md`` §8).
+"""Protocols ``marc`` and ``marc_ara``: MARC pairwise instruction alignment (docs/evaluation.md;
+Lin et al., ACL 2020, §4).
 
 ``marc``: score predicted alignments against gold ones, ``python eval/run.py marc --gt GOLD.jsonl --pred PRED.jsonl``
 (JSONL ``{"pair_id", "gold"}`` / ``{"pair_id", "pred"}``, NONE = -1). Per pair the support-weighted P / R / F1 over
@@ -14,7 +15,8 @@ asked for by name in ``--variant methods``; any other failure of a method is exi
 configuration and HMM+IBM1 with the best configuration (``HmmIbm1Config.best()``). Output ``metrics``:
 ``{method: {"precision", "recall", "f1"}}`` under the primary NONE mode (``none=ignore_gold`` by default), plus the
 other mode as ``p_label``/``r_label``/``f1_label`` (or ``..._ignore_gold``) and the lenient ``any_accuracy`` (a
-prediction counts when it is any target hit by the instruction's actions). ``counts`` adds the §8.4 figures.
+prediction counts when it is any target hit by the instruction's actions). ``counts`` adds the fixture's counts
+(docs/evaluation.md, ``marc_ara``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ __all__ = ["ARA_METHODS", "AraEvaluation", "evaluate_ara"]
 #: every method of the marc_ara protocol, in report order
 ARA_METHODS = ("random", "uniform", "exact_match", "tfidf", "bm25", "minilm", "mpnet", "hmm_ibm1_paper",
                "hmm_ibm1_best", "hmm_ibm1_best_nouns", "hmm_ibm1_best_nouns_verbs")
-#: the paper's token ablations (Tables 2-3, marc.md §3.7): PTB tags NN* (+ VB*) kept before the HMM+IBM1
+#: the paper's token ablations (Lin et al., ACL 2020, Tables 2-3): PTB tags NN* (+ VB*) kept before the HMM+IBM1
 TOKEN_ABLATIONS = {"hmm_ibm1_best_nouns": "nouns", "hmm_ibm1_best_nouns_verbs": "nouns_verbs"}
 RANDOM_SEEDS = tuple(range(10))
 #: warning (and count) of an alignment row whose token lies past the end of its recipe file: skipped, the rest scored
@@ -332,7 +334,7 @@ MARC_ARA = register(Protocol(
         Variant("methods", ARA_METHODS, "comma-separated methods to run (all: " + ",".join(ARA_METHODS) + ")",
                 parse=_parse_methods),
         Variant("seeds", 10, "random baseline: mean over seeds 0..seeds-1"),
-        Variant("out_dir", None, "also write gold.jsonl and pred_<method>.jsonl (evaluation.md §5 format) here",
+        Variant("out_dir", None, "also write gold.jsonl and pred_<method>.jsonl (the ``marc`` protocol's format) here",
                 parse=_parse_out_dir),
     ),
     needs_pred=False,

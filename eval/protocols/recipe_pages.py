@@ -11,15 +11,15 @@ normalised items (:mod:`eval.metrics.extraction`).
 Pages are grouped by the declared language of ``<key>.expected.json`` (``en`` prefix or other) and by the markup the
 extraction found (``jsonld``: at least one JSON-LD Recipe node; ``microdata``: microdata Recipes only). The top-level
 metrics are the means over the primary set **en_jsonld** (the 132 English JSON-LD pages of the fixture; reference
-values of spec §8.6: titles 131/132, exact lists 118/132, mean item F1 0.936, lower is a regression);
+values (toolkit prototype): titles 131/132, exact lists 118/132, mean item F1 0.936, lower is a regression);
 ``metrics.groups`` holds the same metrics for every group (``en_microdata`` is the English microdata-only set, which
 has no reference value). Pages without any Schema.org Recipe are not scored: ``counts.skip_reasons.no_schema_recipe``
 (``counts.no_schema_recipe_en`` for English ones).
 
-Language filter (§3.3 step 1, §8.6): ``language_agreement`` is the fraction of pages with extracted instructions where
-"py3langid says ``en``" (declared-language fallback under 20 characters) equals "the expected ``language`` starts with
-``en``"; ``language_agreement_expected_text`` applies the same test to the joined ``instructions_list`` of every page
-(spec §5: 174/175 on the fixture, the miss being the mislabelled Norwegian page).
+Language filter (Lin et al., ACL 2020, A.1.1): ``language_agreement`` is the fraction of pages with extracted
+instructions where "py3langid says ``en``" (declared-language fallback under 20 characters) equals "the expected
+``language`` starts with ``en``"; ``language_agreement_expected_text`` applies the same test to the joined
+``instructions_list`` of every page (174/175 on the fixture, the miss being the mislabelled Norwegian page).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class PageScore:
 
 
 def pick_candidate(extraction: PageExtraction, expected_title: str) -> Candidate | None:
-    """§8.6: the record whose normalised title equals the expected title, else the first; kept records before
+    """The record whose normalised title equals the expected title, else the first; kept records before
     records dropped for missing instructions/title."""
     ordered = extraction.records + [c for c in extraction.candidates if c.drop_reason is not None]
     index = pick_record([c.title for c in ordered], expected_title)

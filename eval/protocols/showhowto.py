@@ -1,4 +1,5 @@
-"""``showhowto``: ShowHowTo generation metrics SF, SC, TF and FID (``showhowto.md`` §11, ``evaluation.md`` §8).
+"""``showhowto``: ShowHowTo generation metrics SF, SC, TF and FID (Souček et al., CVPR 2025,
+Sec. 5.1, App. D; docs/evaluation.md).
 
 Two modes. **Encoders** (``--pred DIR`` of ``<sequence_id>/<i>.png``, i = 1..n, plus local model paths):
 ``clip=PATH`` (a transformers ``CLIPModel`` folder, or an open_clip checkpoint when open_clip is installed;
@@ -56,7 +57,7 @@ from eval.registry import (
     register,
 )
 
-#: spec §11(d): both image sets are centre-square-cropped and resized to the generation resolution before Inception
+#: [unverified]: both image sets are centre-square-cropped and resized to the generation resolution before Inception
 FID_IMAGE_SIZE = 256
 #: DINOv2's eval transform (facebook/dinov2-* ``preprocessor_config.json``): shorter side 256, centre crop 224
 DINO_RESIZE, DINO_CROP = 256, 224
@@ -154,7 +155,7 @@ def _features_from_npz(emb: PrecomputedEmbeddings, seqs: list[Sequence], include
         for row, gid in enumerate(emb.arrays["gallery_ids"]):
             sid, i = parse_frame_id(gid, f"embeddings file {path}, gallery_ids[{row}]")
             if i == 0:
-                inputs += 1  # spec §11(b): input frames I_0 never enter the gallery
+                inputs += 1  # input frames I_0 never enter the gallery [unverified]
                 continue
             k = by_id.get(sid)
             if k is None:
@@ -173,7 +174,8 @@ def _features_from_npz(emb: PrecomputedEmbeddings, seqs: list[Sequence], include
 
 
 def _square_resize(frame: np.ndarray, size: int) -> np.ndarray:
-    """Centre-square crop (torchvision ``CenterCrop`` rounding) then bicubic resize to ``size`` (spec §11(d))."""
+    """Centre-square crop (torchvision ``CenterCrop`` rounding) then bicubic resize to ``size`` ([unverified] FID
+    preprocessing)."""
     from PIL import Image
 
     h, w = frame.shape[:2]
@@ -228,7 +230,7 @@ class ClipEncoder:
 class DinoEncoder:
     """SC encoder: a local DINOv2 folder (transformers ``AutoModel``; paper: ``dinov2_vitb14_reg``) whose last-layer
     patch tokens (after the final norm, = torch hub's ``x_norm_patchtokens``) are averaged; the CLS token and the
-    ``num_register_tokens`` register tokens are excluded (spec §11). Pixels follow the folder's
+    ``num_register_tokens`` register tokens are excluded (Souček et al., CVPR 2025, App. D). Pixels follow the folder's
     ``preprocessor_config.json`` (default: shorter side 256 bicubic, centre crop 224, ImageNet mean/std)."""
 
     def __init__(self, path: str, device: str, batch_size: int) -> None:
@@ -286,7 +288,7 @@ class DinoEncoder:
 
 
 def load_inception(spec: str, device: str) -> Callable[[np.ndarray], np.ndarray]:
-    """The FID feature extractor plug-in (spec §11(d): pytorch-fid's InceptionV3 needs torchvision; weights download).
+    """The FID feature extractor plug-in (pytorch-fid's InceptionV3 needs torchvision; weights download).
 
     ``spec`` is either
 
@@ -427,7 +429,8 @@ def _features_from_encoders(inputs: EvalInputs, gt: GroundTruth, include_input: 
 
 
 def _evaluate(inputs: EvalInputs) -> EvalResult:
-    """Score generated sequences (spec §11 definitions; module docstring for missing inputs)."""
+    """Score generated sequences (Souček et al., CVPR 2025, Sec. 5.1 definitions; module docstring for missing
+    inputs)."""
     v = inputs.variant
     w = inputs.warnings
     gt = read_ground_truth(inputs.gt[0])

@@ -1,4 +1,5 @@
-"""What the HowToStep steps share: the build's per-request cache (spec §3: ASR and LLM results are cached one by one,
+"""What the HowToStep steps share: the build's per-request cache (docs/architecture.md, "Caching and resume": ASR and
+LLM results are cached one by one,
 keyed by input hash, model id, decoding parameters, prompt id and code version). The step lives in ``core.step`` so
 that every corpus with model requests (ShowHowTo too) uses the same one."""
 

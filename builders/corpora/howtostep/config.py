@@ -71,11 +71,11 @@ class HowToStepConfig:
     llm_device: str = "cpu"                # torch device of the transformers backend
     max_step_words: int = 40               # longer parsed steps are dropped (step_too_long; toolkit)
     max_steps_per_chunk: int = 20          # a chunk's answer is cut after this many steps (toolkit)
-    # ---- Stage 1 and the text encoder g (paper §3.2)
+    # ---- Stage 1 and the text encoder g (paper §3.1)
     text_encoder: str = "minilm"           # g: MiniLM-L6 (CPU preset); a local folder or mpnet also work
     stage1_method: str = "step_asr"        # step_asr (paper default) | step_video (Table 3 "Step-Video")
     nu: float = 0.07                       # Stage-1 softmax temperature (toolkit choice: MPTVA's tau)
-    zeta: float = 0.7                      # window growth ratio (paper §3.2)
+    zeta: float = 0.7                      # window growth ratio (paper §3.1)
     epsilon1: float = 0.20                 # Stage-1 keep threshold (paper text, Table 3)
     # ---- Stage 2 (NaSVA self-training) and rounds (paper §3.2-§3.3, supp. §6)
     labeler: str = "two_stage"             # two_stage | mptva | llm_timestamps
@@ -154,7 +154,7 @@ class HowToStepConfig:
 
     def _validate_ranges(self) -> None:
         """The range of every number (docs/configuration.md): thresholds and shares in [0, 1] (Li et al., ECCV 2024,
-        §3.2: epsilon1, zeta; MPTVA, Chen et al., ECCV 2024, §3.3: the keep ratio), cosines in [-1, 1] (epsilon2,
+        §3.1: epsilon1, zeta; MPTVA, Chen et al., ECCV 2024, §3.3: the keep ratio), cosines in [-1, 1] (epsilon2,
         gamma), temperatures and the learning rate > 0, durations >= 0, counts >= 1; one line naming the key."""
         check_ranges(self, {k: (0.0, 1.0) for k in ("epsilon1", "zeta", "mptva_keep_ratio", "language_threshold",
                                                       "feature_max_bad_share")}, why="a threshold or share")

@@ -243,8 +243,9 @@ class VisualFeatures(Step):
         return (SIMULATED, self._simulated_factors(r)), frame_count(r), "simulated"
 
     def _simulated_factors(self, r: Row) -> np.ndarray:
-        """Spec §6's arguments of a video's simulated features, one row a narration: ``[start, end, g(text)]``
-        (float64, exact for the float32 embeddings); :func:`load_row_features` regenerates the features from them."""
+        """The arguments of a video's simulated features (``ops.simulated_features``), one row a narration: ``[start,
+        end, g(text)]`` (float64, exact for the float32 embeddings); :func:`load_row_features` regenerates the features
+        from them."""
         narr = r["narrations"]
         emb = np.asarray(self.text.encode([n["text"] for n in narr]), dtype=np.float64)
         if emb.ndim != 2:

@@ -20,7 +20,7 @@ SAMPLE_INPUTS = {
     "media": SAMPLE_DIR / "videos",
 }
 SAMPLE_EXCLUDE = SAMPLE_DIR / "exclude_ids.txt"
-#: the bundled sample caps the CPU LLM's answer at 128 new tokens (spec default 512): SmolLM2 through transformers
+#: the bundled sample caps the CPU LLM's answer at 128 new tokens (config default 512): SmolLM2 through transformers
 #: makes ~38 tokens/s batched on 2 cores and its lists often run to the cap, so 512 would take minutes per shard
 SAMPLE_LLM_MAX_TOKENS = 128
 INPUT_KEYS = ("videos", "tasks", "video_ids", "transcripts", "media", "features", "features_index")
@@ -46,7 +46,7 @@ def resolve_inputs(cfg: HowToStepConfig) -> tuple[HowToStepConfig, bool]:
                                     "given (give none to build the bundled sample)")
         if not cfg.transcript_format:
             raise ConfigError("--transcript-format is required (one of " + ", ".join(TRANSCRIPT_FORMATS) + "): "
-                              "spec §2.2 never guesses the format")
+                              "the builder never guesses the format (docs/corpora/howtostep.md)")
         if cfg.transcript_format != "asr" and not cfg.transcripts:
             raise FileNotFoundError(f"--transcript-format {cfg.transcript_format} needs --transcripts")
         if cfg.transcript_format == "asr" and not cfg.media:
@@ -69,7 +69,8 @@ def resolve_inputs(cfg: HowToStepConfig) -> tuple[HowToStepConfig, bool]:
                 raise FileNotFoundError(f"--{key.replace('_', '-')}: {p} does not exist")
     if not sample and not cfg.exclude:
         log.warning("no --exclude given: every video goes to the train split. The paper holds out the HT-Step "
-                    "(video_splits.json) and TAN/HTM-Align (htm_holdout_vid.txt) videos (spec §5.2)")
+                    "(video_splits.json) and TAN/HTM-Align (htm_holdout_vid.txt) videos "
+                    "(docs/corpora/howtostep.md, Inputs)")
     cfg.validate()
     return cfg, sample
 

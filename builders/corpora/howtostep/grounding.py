@@ -1,10 +1,11 @@
-"""Spec §3.7-§3.9, §4: the labelers that give every LLM step its window.
+"""The labelers that give every LLM step its window.
 
-* ``two_stage`` (default, paper 000 §3.2): Stage 1 (step -> narration -> time, ``ops.step_timestamps``), then a NaSVA
-  labeler trained inside the build on the Stage-1 labels of the ``train`` split (``builders.nasva``; a global stage,
-  seeded and resumable) re-grounds every parsed step (Stage 2); ``rounds`` 0-3 (Table 9).
-* ``mptva`` (paper 001 §3.2): S-N-V, S-V-long (a NaSVA trained on the narrations when no checkpoint is given) and
-  S-V-short pathways fused by ``ops.mptva.mptva_fuse``.
+* ``two_stage`` (default, Li et al., ECCV 2024, §3.1-§3.3): Stage 1 (step -> narration -> time,
+  ``ops.step_timestamps``), then a NaSVA labeler trained inside the build on the Stage-1 labels of the ``train`` split
+  (``builders.nasva``; a global stage, seeded and resumable) re-grounds every parsed step (Stage 2); ``rounds`` 0-3
+  (Table 9).
+* ``mptva`` (Chen et al., ECCV 2024, §3.2.2): S-N-V, S-V-long (a NaSVA trained on the narrations when no checkpoint is
+  given) and S-V-short pathways fused by ``ops.mptva.mptva_fuse``.
 * ``llm_timestamps`` (Table 6 row 1): the LLM's own timestamps, ``end = start + delta_sec``.
 
 Every step keeps its row; per-step drops go to ``dropped_steps`` (stage, reason, score), and
@@ -30,8 +31,8 @@ def _drop_step(row_drops: list[dict[str, Any]], step: dict[str, Any], stage: str
 
 
 class PairedTextTower:
-    """Spec §3.10: the text tower paired with the visual features, for MPTVA's S-V-short and ``step_video``: P·e(text)
-    for simulated features (spec §6), else the CLIP model at ``vision_model_path`` (``encode_texts``), loaded once."""
+    """The text tower paired with the visual features, for MPTVA's S-V-short and ``step_video``: P·e(text)
+    for simulated features, else the CLIP model at ``vision_model_path`` (``encode_texts``), loaded once."""
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
@@ -65,8 +66,9 @@ def _t_eff(row: Row, max_vlen: int) -> int:
 
 
 class Stage1(Step):
-    """Spec §3.7 (``ops.step_timestamps.stage1_timestamps``): T_SN = softmax_n(g(S)·g(N)/nu), Y_SV = T_SN·Y_NV,
-    centre, window grown with zeta, keep iff score >= epsilon1 (kept steps become the labeler's training labels)."""
+    """Li et al., ECCV 2024, §3.1 (``ops.step_timestamps.stage1_timestamps``): T_SN = softmax_n(g(S)·g(N)/nu), Y_SV =
+    T_SN·Y_NV, centre, window grown with zeta, keep iff score >= epsilon1 (kept steps become the labeler's training
+    labels)."""
 
     name = "stage1"
     version = "1"
@@ -140,8 +142,8 @@ class Stage1Final(Step):
 
 
 class Stage2(Step):
-    """Spec §3.8 steps 2-4 (``ops.step_timestamps.stage2_timestamps``): the round's labeler grounds every parsed step
-    in ``<step>`` mode; keep iff the cosine at t* >= epsilon2, anchor ``start`` with ``delta_sec`` (Table 8 best);
+    """Li et al., ECCV 2024, §3.3 (``ops.step_timestamps.stage2_timestamps``): the round's labeler grounds every parsed
+    step in ``<step>`` mode; keep iff the cosine at t* >= epsilon2, anchor ``start`` with ``delta_sec`` (Table 8 best);
     rounds >= 2 use the Table 9 settings of ``round_settings``."""
 
     version = "1"
@@ -187,7 +189,7 @@ class Stage2(Step):
         for r in rows:
             T = _t_eff(r, cfg.max_vlen)
             g = self.grounder(r["labeler"]["checkpoint"], r["labeler"]["text_cache"])
-            steps = r["steps"]  # every parsed step, every round (spec §3.8.2, §9.11)
+            steps = r["steps"]  # every parsed step, every round (Li et al., ECCV 2024, §3.3)
             feats = load_row_features(r, cfg.visual_dim)[:T]
             A = g.matrices([(feats, [s["text"] for s in steps])], mode="step", max_rows=cfg.max_vlen)[0]
             res = stage2_timestamps(A, eps2=eps, anchor=anchor, delta=delta or 0.0, zeta=cfg.zeta)
@@ -205,8 +207,9 @@ class Stage2(Step):
 
 
 class MptvaLabels(Step):
-    """Paper 001 §3.2 / spec §4: A_mult = mean(A_SNV, A_long, A_short); k* = argmax; frames |t - k*| <= W positive;
-    keep iff A_mult[k*] >= gamma (``mptva_below_gamma``). A missing pathway fails unless ``mptva_allow_missing``."""
+    """Chen et al., ECCV 2024, §3.2.2: A_mult = mean(A_SNV, A_long, A_short); k* = argmax; frames |t - k*| <= W
+    positive; keep iff A_mult[k*] >= gamma (``mptva_below_gamma``). A missing pathway fails unless
+    ``mptva_allow_missing``."""
 
     name = "mptva_labels"
     version = "1"
@@ -266,8 +269,8 @@ class MptvaLabels(Step):
 
 
 class LLMTimestampLabels(Step):
-    """``labeler=llm_timestamps`` (paper 000 Table 6 row 1, 19.6 R@1): the LLM's timestamp is ``start``,
-    ``end = start + delta_sec``; no Stage 1/2; a step without one is dropped as ``no_llm_timestamp``."""
+    """``labeler=llm_timestamps`` (Li et al., ECCV 2024, supp. Table 6 row 1, 19.6 R@1): the LLM's timestamp is
+    ``start``, ``end = start + delta_sec``; no Stage 1/2; a step without one is dropped as ``no_llm_timestamp``."""
 
     name = "llm_timestamp_labels"
     id_field = "video_id"
@@ -289,8 +292,8 @@ class LLMTimestampLabels(Step):
 
 
 class RequireGroundedSteps(Step):
-    """Spec §3.8.5 / §7: a video with no step left is dropped as ``all_steps_dropped``; kept steps are sorted by
-    (start, step_index) as in the released files (spec §5.1)."""
+    """A video with no step left is dropped as ``all_steps_dropped``; kept steps are sorted by
+    (start, step_index) as in the released files (docs/corpora/howtostep.md, Outputs)."""
 
     name = "require_grounded_steps"
     id_field = "video_id"
@@ -308,7 +311,7 @@ class RequireGroundedSteps(Step):
 
 
 def grounding_steps(cfg: Any) -> list[Step]:
-    """The labeler's stages for ``cfg.labeler`` and ``cfg.rounds`` (spec §3.7-§3.9, §4)."""
+    """The labeler's stages for ``cfg.labeler`` and ``cfg.rounds`` (docs/corpora/howtostep.md, Pipeline)."""
     steps: list[Step] = [VisualFeatures(cfg)]
     if cfg.labeler == "llm_timestamps":
         steps.append(LLMTimestampLabels(cfg))

@@ -1,9 +1,9 @@
 """The NaSVA models trained inside a HowToStep build, as global stages (docs/architecture.md, "Caching and resume"):
 
-* ``train_labeler`` (spec §3.8.1, Li et al., ECCV 2024, §3.2 "self-training"): NaSVA trained on the Stage-1 labels (round 1) or on
+* ``train_labeler`` (Li et al., ECCV 2024, §3.3 "self-training"): NaSVA trained on the Stage-1 labels (round 1) or on
   the previous round's labels (rounds 2-3) of the ``train`` split only, with ``builders.nasva.train`` and the docs/evaluation.md
   schedule (12 epochs, batch 8, AdamW 1e-4, tau 0.07, seed 2023), fresh initialisation each round.
-* ``mptva_long_model`` (spec §4, Chen et al., ECCV 2024, §3.2.2 S-V-long): a given NaSVA checkpoint, or one trained on the
+* ``mptva_long_model`` (Chen et al., ECCV 2024, §3.2.2 S-V-long): a given NaSVA checkpoint, or one trained on the
   narrations (W only, ASR timestamps as labels).
 
 Training runs in ``<work>/cache/labeler/<key>``, keyed by the training data and settings, where the trainer keeps its
@@ -138,8 +138,9 @@ class _LabelerStage(Step):
 
 
 class LabelerTraining(_LabelerStage):
-    """Spec §3.8.1: the round's NaSVA labeler, trained on ``train``-split videos with >= 1 label (texts ending at or
-    after ``max_vlen`` are excluded by the trainer); ``labeler_train_text=steps+narrations`` adds the W samples."""
+    """Li et al., ECCV 2024, §3.3: the round's NaSVA labeler, trained on ``train``-split videos with >= 1 label (texts
+    ending at or after ``max_vlen`` are excluded by the trainer); ``labeler_train_text=steps+narrations`` adds the W
+    samples."""
 
     version = "1"
 
@@ -156,7 +157,7 @@ class LabelerTraining(_LabelerStage):
         rows = []
         for r in inputs.data.rows():
             if r["split"] != "train":
-                continue  # spec §5.2: heldout videos never train the labeler
+                continue  # heldout videos never train the labeler (docs/corpora/howtostep.md)
             if self.round == 1:
                 items = [{"text": s["text"], "start": s["stage1_start"], "end": s["stage1_end"]}
                          for s in r["steps"] if s.get("stage1_start") is not None]
@@ -172,7 +173,7 @@ class LabelerTraining(_LabelerStage):
         if not labels and self.round == 1:
             raise ConfigError("the NaSVA labeler has nothing to train on: no train-split video has a step above "
                               "epsilon1 (Stage 1). Lower --set epsilon1, add inputs, or use --set rounds=0")
-        if not labels:  # spec §3.9: round r trains on round r-1's kept steps
+        if not labels:  # Li et al., ECCV 2024, §3.3: round r trains on round r-1's kept steps
             raise ConfigError(f"the round-{self.round} NaSVA labeler has nothing to train on: round {self.round - 1} "
                               "kept no step of a train-split video (Stage 2 threshold). Lower the round-1 "
                               f"--set epsilon2, add inputs, or use --set rounds={self.round - 1}")
@@ -180,25 +181,26 @@ class LabelerTraining(_LabelerStage):
 
 
 def has_paired_text_tower(cfg: Any) -> bool:
-    """Spec §3.10, §4: a text tower paired with the per-second visual features exists for the simulated features
-    (P·e(text), spec §6) and for CLIP features from the local model at ``vision_model_path`` (its ``get_text_features``:
-    computed features, or feature files that the user declares to come from that model)."""
+    """Chen et al., ECCV 2024, §3.2.2 (S-V-short): a text tower paired with the per-second visual features exists for
+    the simulated features (P·e(text)) and for CLIP features from the local model at ``vision_model_path`` (its
+    ``get_text_features``: computed features, or feature files that the user declares to come from that model)."""
     return cfg.visual_features == "simulated" or bool(cfg.vision_model_path)
 
 
 def require_mptva_pathways(cfg: Any) -> None:
-    """Spec §4: S-V-short needs a paired text tower (:func:`has_paired_text_tower`). Without it MPTVA fails before
-    any training, unless ``mptva_allow_missing`` (the two other pathways averaged)."""
+    """Chen et al., ECCV 2024, §3.2.2: S-V-short needs a paired text tower (:func:`has_paired_text_tower`). Without it
+    MPTVA fails before any training, unless ``mptva_allow_missing`` (the two other pathways averaged)."""
     if cfg.labeler == "mptva" and not has_paired_text_tower(cfg) and not cfg.mptva_allow_missing:
         raise ConfigError(f"labeler=mptva with visual_features={cfg.visual_features}: the S-V-short pathway needs a "
-                          "text tower paired with the visual features (spec §4): use --set visual_features=simulated, "
+                          "text tower paired with the visual features (Chen et al., ECCV 2024, §3.2.2): "
+                          "use --set visual_features=simulated, "
                           "or give the CLIP model the features come from with --set vision_model_path=DIR, or "
                           "--set mptva_allow_missing=true to average S-N-V and S-V-long (recorded in provenance)")
 
 
 class MptvaLongModel(_LabelerStage):
-    """Spec §4 S-V-long: ``mptva_long_model`` (a NaSVA checkpoint folder), else a NaSVA trained on the narrations of
-    the ``train`` split (W only, ASR timestamps as labels); its sha256 goes into provenance."""
+    """S-V-long (Chen et al., ECCV 2024, §3.2.2): ``mptva_long_model`` (a NaSVA checkpoint folder), else a NaSVA trained
+    on the narrations of the ``train`` split (W only, ASR timestamps as labels); its sha256 goes into provenance."""
 
     name = "mptva_long_model"
     version = "1"

@@ -1,5 +1,6 @@
-"""Spec §3.2-§3.6: narrations (TAN cleaning, sentencification, language and length filters), 10-sentence chunks, the
-prompt, the batched and cached LLM, and the numbered-step parser (paper 000 §3.1 and supp. Table 6).
+"""docs/corpora/howtostep.md, Pipeline: narrations (TAN cleaning, sentencification, language and length filters),
+10-sentence chunks, the prompt, the batched and cached LLM, and the numbered-step parser (Li et al., ECCV 2024, §3.1 and
+supp. Table 6).
 
 ``llm_steps`` keeps every video that reached the LLM (with its raw outputs: the ``llm_outputs`` config, and what
 ``llm=replay`` reads back); ``require_steps`` then drops the videos with no usable step (``llm_unparsable``,
@@ -19,7 +20,7 @@ LLM_CODE_VERSION = "1"
 
 
 class Narrations(Step):
-    """Spec §3.2: the narration list N of a video (sentences with ASR times), or a drop: ``not_english``,
+    """The narration list N of a video (sentences with ASR times), or a drop: ``not_english``,
     ``too_few_narrations``, ``no_speech``; sentences with bad times are removed (counter ``bad_timestamp``)."""
 
     name = "narrations"
@@ -55,7 +56,8 @@ class Narrations(Step):
             words = None
             if r.get("words") is not None:
                 words = [[(w["word"], w["start"], w["end"]) for w in seg] for seg in r["words"]]
-            # WhisperX ``language`` decides when present; langdetect (TAN filter (a)) runs otherwise (spec §3.2)
+            # WhisperX ``language`` decides when present; langdetect (TAN filter (a)) runs otherwise (Han et al., CVPR
+            # 2022)
             res = narrations_from_transcript(r["transcript_source"], segments, words, seed=cfg.seed,
                                              language=lang or None, english_check=english,
                                              min_narrations=cfg.min_narrations, punctuate=self.punctuate)
@@ -80,7 +82,7 @@ def llm_settings(cfg: Any):
 
 
 def _fits(backend: Any, prompt: Any, sentences: list[tuple[str, float, float]]) -> bool:
-    """Spec §3.3: a chunk must fit the LLM's input budget (n_ctx - max_new_tokens - prompt)."""
+    """Toolkit rule: a chunk must fit the LLM's input budget (n_ctx - max_new_tokens - prompt)."""
     from .prompts import render_chunk
 
     budget = getattr(backend, "context_budget", lambda: None)()
@@ -90,8 +92,8 @@ def _fits(backend: Any, prompt: Any, sentences: list[tuple[str, float, float]]) 
 
 
 class LLMSteps(CacheDirStep):
-    """Spec §3.3-§3.6: chunks of ``chunk_size`` sentences (halved recursively while over the input budget), one
-    batched request per shard through the request cache, then the numbered-step parser."""
+    """Li et al., ECCV 2024, §3.1: chunks of ``chunk_size`` sentences (halved recursively while over the input budget),
+    one batched request per shard through the request cache, then the numbered-step parser."""
 
     name = "llm_steps"
     version = "1"
@@ -143,7 +145,7 @@ class LLMSteps(CacheDirStep):
             narr = r["narrations"]
             ranges = self._chunks(narr)
             expected = -(-len(narr) // self.cfg.chunk_size)
-            if len(ranges) > expected:  # spec §3.3: chunks over the LLM's input budget were halved
+            if len(ranges) > expected:  # chunks over the LLM's input budget were halved
                 out.count("chunks_halved", len(ranges) - expected)
             plans.append(ranges)
             for ci, (a, b) in enumerate(ranges):
@@ -176,7 +178,7 @@ class LLMSteps(CacheDirStep):
             out.count(f"parse_mode_{parsed.parse_mode}")
             if not parsed.steps:
                 out.count("llm_chunk_unparsable")
-            beyond = narr[a]["start"] >= cfg.max_vlen  # spec §3.8.2, §7: chunks starting at >= max_vlen
+            beyond = narr[a]["start"] >= cfg.max_vlen  # toolkit: chunks starting at >= max_vlen (``beyond_max_vlen``)
             for text, reason in parsed.dropped:
                 dropped.append({"step_index": None, "chunk_index": ci, "text": text, "stage": self.name,
                                 "reason": reason, "score": None})

@@ -22,10 +22,10 @@ from .narrate import LLMSteps, Narrations, RequireSteps
 from .transcribe import Transcribe
 
 
-# ============================================================================ source (§2.1)
+# ============================================================================ source (HowTo100M)
 class HowTo100MSource(Source):
     """HowTo100M metadata (optionally restricted to an id list and a category), task names joined, duplicates dropped
-    as ``duplicate_video_id`` (first kept), rows in sorted video-id order (spec §2.1, §3)."""
+    as ``duplicate_video_id`` (first kept), rows in sorted video-id order (docs/corpora/howtostep.md, Inputs)."""
 
     name = "read_metadata"
     version = "1"
@@ -74,7 +74,8 @@ class HowTo100MSource(Source):
 
 
 class HeldoutSplit(Step):
-    """Spec §5.2: videos listed in an exclusion list go to ``heldout`` (processed, never used to train the labeler)."""
+    """docs/corpora/howtostep.md, Inputs (``--exclude``): videos listed in an exclusion list go to ``heldout``
+    (processed, never used to train the labeler)."""
 
     name = "heldout_split"
     id_field = "video_id"

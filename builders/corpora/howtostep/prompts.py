@@ -1,19 +1,19 @@
 """The LLM prompts of HowToStep and MPTVA as versioned package data (docs/corpora/howtostep.md).
 
 Each prompt's text lives in ``prompts/<id>.txt`` (verbatim, no trailing newline) and is sent as ONE user turn, no
-system message, the transcript following the prompt after one newline (spec §3.4; MPTVA's joining is unstated, spec §9
-item 9). ``version`` = first 12 hex digits of the sha256 of the text (for the package files, equal to the hash of the
-file's bytes); it enters the LLM request-cache key and the provenance.
+system message, the transcript following the prompt after one newline (toolkit reading of Li et al., ECCV 2024, supp.
+Table 6; MPTVA's joining is unstated, the same is used). ``version`` = first 12 hex digits of the sha256 of the text
+(for the package files, equal to the hash of the file's bytes); it enters the LLM request-cache key and the provenance.
 
 - ``howtostep_v3`` (default): Li et al., ECCV 2024, supplementary
   Table 6, third row, the chosen prompt (43.7 HT-Step R@1); input: the ASR transcript (sentences joined by a space).
 - ``howtostep_v1_ts``: Table 6, first row (19.6 R@1); input carries timestamps, the LLM begins every sentence with an
-  estimated timestamp (labeler ``llm_timestamps``); it asks for no numbers, so the line fallback of §3.6 applies.
-- ``howtostep_v2_ts``: Table 6, second row (score lost in the extraction, spec §9 item 7); timestamped input,
+  estimated timestamp (labeler ``llm_timestamps``); it asks for no numbers, so the parser's line fallback applies.
+- ``howtostep_v2_ts``: Table 6, second row (its score is not legible in the paper text we used); timestamped input,
   numbered steps without timestamps.
 - ``mptva``: Chen et al., ECCV 2024, §3.2.1, the prompt P; asks for no
   numbers.
-Timestamped input lines are ``"{start:.2f} -> {end:.2f}: {text}"`` (toolkit choice, spec §3.4 / §9 item 7).
+Timestamped input lines are ``"{start:.2f} -> {end:.2f}: {text}"`` (toolkit choice).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ _FLAGS: dict[str, tuple[bool, bool, bool]] = {
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt (spec §3.4): ``numbered`` = it asks for numbered steps (parser fallbacks, §3.6);
+    """One prompt (Li et al., ECCV 2024, supp. Table 6): ``numbered`` = it asks for numbered steps (parser
+    fallbacks);
     ``timestamped_input`` = transcript lines carry times; ``timestamped_output`` = steps begin with a timestamp."""
 
     id: str
@@ -92,7 +93,7 @@ def load_prompt(prompt_id: str = DEFAULT_PROMPT_ID, template_path: str | Path | 
 
 
 def transcript_text(prompt: Prompt, sentences: list[Sentence]) -> str:
-    """The chunk's transcript (spec §3.3/§3.4): sentence texts joined by one space, or, for timestamped-input prompts,
+    """The chunk's transcript: sentence texts joined by one space, or, for timestamped-input prompts,
     one line ``"{start:.2f} -> {end:.2f}: {text}"`` per sentence."""
     if prompt.timestamped_input:
         return "\n".join(f"{start:.2f} -> {end:.2f}: {text.strip()}" for text, start, end in sentences)
@@ -100,17 +101,17 @@ def transcript_text(prompt: Prompt, sentences: list[Sentence]) -> str:
 
 
 def render_chunk(prompt: Prompt, sentences: list[Sentence]) -> str:
-    """The user message for one chunk: prompt text + ``"\\n"`` + transcript (spec §3.4)."""
+    """The user message for one chunk: prompt text + ``"\\n"`` + transcript (toolkit reading)."""
     return prompt.text + "\n" + transcript_text(prompt, sentences)
 
 
 def messages_for(prompt: Prompt, sentences: list[Sentence]) -> list[dict[str, str]]:
-    """Chat messages for one chunk: one user turn, no system message (spec §3.4)."""
+    """Chat messages for one chunk: one user turn, no system message (toolkit reading)."""
     return [{"role": "user", "content": render_chunk(prompt, sentences)}]
 
 
 def input_words(sentences: list[Sentence]) -> int:
-    """Whitespace words of the chunk's sentences (the ``input_words`` of ``ops.step_parser.parse_steps``, §3.6)."""
+    """Whitespace words of the chunk's sentences (the ``input_words`` of ``ops.step_parser.parse_steps``)."""
     return sum(len(text.split()) for text, _, _ in sentences)
 
 

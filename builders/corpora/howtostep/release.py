@@ -1,6 +1,7 @@
 """The ``howtostep`` release (docs/corpora/howtostep.md, docs/publishing.md): configs ``steps`` (default), ``narrations``,
-``llm_outputs``, ``dropped_steps``, ``dropped_videos``; splits ``train`` and ``heldout``; statistics of §5.3; the card
-with this build's figures next to the paper's (§8); optionally the authors' per-video layout.
+``llm_outputs``, ``dropped_steps``, ``dropped_videos``; splits ``train`` and ``heldout``; build statistics; the card
+with this build's figures next to the paper's (Li et al., ECCV 2024, §4, supp. §6.2); optionally the authors' per-video
+layout.
 
     <out>/howtostep/README.md  {steps,narrations,llm_outputs,dropped_steps,dropped_videos}/<split>-*.parquet
     <out>/howtostep/stats.json  drops.parquet  report.html  manifest.json  build_config.yaml
@@ -36,14 +37,14 @@ from .flags import PATH_KEYS
 NAME = "howtostep"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "howtostep.md"
 
-#: spec §8 / Li et al., ECCV 2024, §4 and Table 1: the full-scale figures a build is reported against
+#: Li et al., ECCV 2024, §3.1, §4, Table 1 and supp. §6.2: the full-scale figures a build is reported against
 PAPER_QUANTITIES: dict[str, float | None] = {
     "videos_in": 370_000, "videos_kept": 340_000, "raw_llm_steps": 7_000_000, "kept_steps": 4_000_000,
     "steps_per_video_mean": 10.6, "words_per_step_mean": 8.0,
 }
 
 
-#: spec §5.3 histograms shown in report.html (the statistics key -> title)
+#: histograms shown in report.html (the statistics key -> title)
 #: the report's corpus-specific charts (kept steps per video and words per kept step are the report's own "segments
 #: per video" and "words per step" charts: not drawn twice; their summaries stay in stats.json)
 HISTOGRAMS = {"narrations_per_video": "narrations per video", "stage1_score": "Stage-1 score (all parsed steps)",
@@ -55,7 +56,7 @@ def _f32(x: Any) -> float | None:
 
 
 def _summary(t: Tally) -> dict[str, Any]:
-    """n, mean, median, p10, p90 and the fixed-bin histogram of a streamed distribution (spec §5.3)."""
+    """n, mean, median, p10, p90 and the fixed-bin histogram of a streamed distribution."""
     if not t.n:
         return {"n": 0, "mean": None, "median": None, "p10": None, "p90": None, "histogram": []}
     return {"n": t.n, "mean": round(float(t.mean), 3), "median": float(t.median), "p10": float(t.quantile(0.1)),
@@ -71,10 +72,11 @@ def text_encoder_id(cfg: HowToStepConfig) -> str:
 
 
 def provenance_fields(cfg: HowToStepConfig) -> dict[str, Any]:
-    """The part of the per-row provenance (spec §5.1) that is the same for every row of a build: computed once."""
+    """The part of the per-row provenance (docs/corpora/howtostep.md, Outputs) that is the same for every row of a
+    build: computed once."""
     two, mptva = cfg.labeler == "two_stage", cfg.labeler == "mptva"
     eps2, delta = cfg.epsilon2, cfg.delta_sec
-    if two and cfg.rounds >= 2:  # the final round's settings (spec §3.9, Table 9)
+    if two and cfg.rounds >= 2:  # the final round's settings (Li et al., ECCV 2024, Table 9)
         from ...ops.step_timestamps import round_settings
 
         eps2, _, delta = round_settings(cfg.rounds)
@@ -100,8 +102,8 @@ _PROVENANCE_ORDER = ("builder_version", "config_sha256", "transcript_source", "a
 
 
 def provenance(fixed: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """The per-row provenance of spec §5.1: ``fixed`` (``provenance_fields``) and what the row itself recorded;
-    fields that do not apply to the labeler are null (§5.2)."""
+    """The per-row provenance of the ``steps`` config: ``fixed`` (``provenance_fields``) and what the row itself
+    recorded; fields that do not apply to the labeler are null."""
     own = {"transcript_source": row["transcript_source"], "asr_model": row.get("asr_model") or "",
            "sentencify_mode": row["sentencify_mode"], "llm": row["llm_model"], "llm_runtime": row["llm_runtime"],
            "prompt_id": row["chunks"][0]["prompt_id"] if row["chunks"] else "",
@@ -171,7 +173,7 @@ def models_info(cfg: HowToStepConfig, result: BuildResult, asr_used: set[str]) -
 
 @dataclass
 class HowToStepScan:
-    """One streamed pass over the final stages (spec §5.3): the statistics, the held-out video ids and the ASR models
+    """One streamed pass over the final stages: the statistics, the held-out video ids and the ASR models
     used, never the rows."""
 
     heldout: set[str] = field(default_factory=set)
@@ -206,7 +208,7 @@ def _fold_llm_steps(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _fold_videos(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The final videos' statistics (spec §5.3) and the report's distributions (``ReportTallies``)."""
+    """The final videos' statistics and the report's distributions (``ReportTallies``)."""
     out: dict[str, Any] = {"kept": 0, "final": 0, "inside": 0, "inside_n": 0,
                            "steps_per_video": Tally(bins=(50, 0, 50)), "words": Tally(bins=(40, 0, 40)),
                            "final_score": Tally(resolution=1e-4, bins=(20, 0, 1.0))}
@@ -256,9 +258,9 @@ def _merged(scan: ShardedScan, code: Any) -> dict[str, Any]:
 
 
 def scan(result: BuildResult, stages: dict[str, StageData | None], code: Any = None) -> HowToStepScan:
-    """Spec §5.3: narrations per video, chunks and parse modes, steps per stage, steps per video and words per step
-    (mean, median, p10, p90, histograms), Stage-1/Stage-2 score histograms, starts inside the Stage-1 window; and the
-    split of every video (``heldout`` ids: a video's split is its ``llm_steps`` row's, else its narrations row's).
+    """Build statistics: narrations per video, chunks and parse modes, steps per stage, steps per video and words per
+    step (mean, median, p10, p90, histograms), Stage-1/Stage-2 score histograms, starts inside the Stage-1 window; and
+    the split of every video (``heldout`` ids: a video's split is its ``llm_steps`` row's, else its narrations row's).
 
     Each stage is folded one work shard at a time and the partials are cached beside the shards
     (``core/release_parts.py``), so a build that recomputed a few shards folds only those. ``code`` keys the cache
@@ -319,7 +321,8 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: HowToStepConfi
         "models_table": md_table(["role", "model / package", "version"],
                                   [[role, k, v] for role, d in m.items() for k, v in d.items()
                                    if not isinstance(v, (list, dict))]),
-        "simulated_banner": ("> **Warning: the visual features of this release are SIMULATED** (spec §6: frames "
+        "simulated_banner": ("> **Warning: the visual features of this release are SIMULATED** "
+                             "(docs/corpora/howtostep.md: frames "
                              "built from the narrations' text embeddings plus noise). Its timestamps exercise the "
                              "pipeline; they say nothing about real visual grounding.\n" if simulated else ""),
         "labeler": cfg.labeler, "prompt_id": cfg.effective_prompt_id, "llm": m["llm"]["model_id"],
@@ -419,7 +422,7 @@ def _last_grounding_stage(result: BuildResult) -> StageData | None:
 
 
 def _all_drops(result: BuildResult) -> Iterator[dict[str, Any]]:
-    """Every dropped video (spec §5.1 ``dropped_videos``): stage, reason and detail, in drop order."""
+    """Every dropped video (the ``dropped_videos`` config): stage, reason and detail, in drop order."""
     for _, data in result.stage_dirs:
         for d in data.drops():
             yield {"video_id": d["item_id"], "stage": d["stage"], "reason": d["reason"], "detail": d["detail"]}

@@ -1,9 +1,10 @@
-"""Spec §2.2-§2.3, §3.1: each video's transcript, read in its declared format or, when there is none and the video
-file is there, transcribed by the ASR backend (faster-whisper tiny.en on CPU, WhisperX large-v2 + alignment on GPU).
+"""docs/corpora/howtostep.md, Inputs; Li et al., ECCV 2024, §3.1: each video's transcript, read in its declared format
+or, when there is none and the video file is there, transcribed by the ASR backend (faster-whisper tiny.en on CPU,
+WhisperX large-v2 + alignment on GPU).
 
 ASR output is WhisperX JSON, cached per request under (audio sha256, model id, decoding parameters, code version), so
 a rebuild never transcribes a video twice. Drops: ``no_transcript``, ``malformed_transcript``, ``video_unreadable``,
-``no_audio``, ``no_speech`` (spec §7).
+``no_audio``, ``no_speech`` (docs/reason-codes.md).
 
 A video's inputs key only its own rows (README.md "Caching and resume"): its slice of a one-file transcript (the sha256 the
 split records), its WhisperX file and its media file (:meth:`Transcribe.item_digest`), so editing one video's caption
@@ -34,7 +35,8 @@ def _segments_out(t: Any) -> tuple[list[dict[str, Any]], list[list[dict[str, Any
 
 
 class Transcribe(CacheDirStep):
-    """Transcript of each video (spec §2.2) or ASR of its video file (§3.1); duration from the container (PyAV)."""
+    """Transcript of each video (docs/corpora/howtostep.md, Inputs) or ASR of its video file; duration from the
+    container (PyAV)."""
 
     name = "transcribe"
     version = "1"
@@ -149,7 +151,7 @@ class Transcribe(CacheDirStep):
                 out.drop(vid, e.reason, str(e))
                 continue
             segs, words = _segments_out(t)
-            if not segs or sum(len(s["text"].split()) for s in segs) < 3:  # spec §3.1: < 3 words -> no_speech
+            if not segs or sum(len(s["text"].split()) for s in segs) < 3:  # toolkit: < 3 words -> no_speech
                 out.drop(vid, "no_speech", f"{len(segs)} segments")
                 continue
             out.keep({**r, "duration": duration, "transcript_source": source, "asr_model": asr_model,

@@ -3,8 +3,8 @@ docs/corpora/marc.md): Common Crawl recipe pages + video transcripts, HMM+IBM1 p
 joint alignment.
 
 The package is the corpus interface of ``python -m builders.build marc``: ``config`` (paper defaults), ``flags``
-(inputs and the bundled sample), ``text`` (the text-recipe filters, §3.2-§3.4), ``pipeline`` (the steps) and
-``release`` (configs, card, quantities).
+(inputs and the bundled sample), ``text`` (the text-recipe filters, Lin et al., ACL 2020, A.1.1), ``pipeline`` (the
+steps) and ``release`` (configs, card, quantities).
 """
 
 from __future__ import annotations

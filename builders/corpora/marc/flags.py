@@ -41,7 +41,7 @@ def resolve_inputs(cfg: MarcConfig) -> tuple[MarcConfig, bool]:
     if cfg.videos and cfg.classifier == "logreg" and not cfg.chat_model \
             and not (cfg.youcook2 and cfg.youcook2_transcripts):
         raise FileNotFoundError(
-            "the chat/content classifier (spec §3.5) needs training data: --youcook2 "
+            "the chat/content classifier (docs/corpora/marc.md) needs training data: --youcook2 "
             "youcookii_annotations_trainval.json and --youcook2-transcripts (their transcripts), or a trained "
             "--chat-model model.json, or "
             "--set classifier=none to keep every transcript sentence (a deviation from the paper)")
@@ -55,7 +55,7 @@ def resolve_inputs(cfg: MarcConfig) -> tuple[MarcConfig, bool]:
 
 
 def check_inputs(cfg: MarcConfig) -> None:
-    """Whole-file checks before any work (spec §6 names per-item reasons; a file unusable as a whole is an
+    """Whole-file checks before any work (docs/reason-codes.md names per-item reasons; a file unusable as a whole is an
     :class:`~builders.core.errors.InputError`, exit 2): ``--pages`` is a directory, ``--videos`` a file, each
     ``raw_caption.json`` a JSON object, the YouCook2 annotations a ``{"database": {...}}`` object."""
     from ...core.errors import InputError

@@ -3,15 +3,15 @@ A.1-A.2; docs/corpora/marc.md).
 
 Four pipelines, in run order (each stage cached per shard, so a killed build resumes):
 
-* ``text``: Common Crawl WARC files and HTML pages -> Schema.org recipes (§3.1) -> instructions, the five recipe
-  filters, dishes and dish splits (§3.2-§3.4) -> ingredient terms (§3.6);
-* ``videos``: video candidates per dish -> transcripts -> sentences -> chat/content classifier (§3.5, A.1.3) ->
+* ``text``: Common Crawl WARC files and HTML pages -> Schema.org recipes (§2.1) -> instructions, the five recipe
+  filters, dishes and dish splits (§2, A.1.1) -> ingredient terms (§2.3, A.1.4);
+* ``videos``: video candidates per dish -> transcripts -> sentences -> chat/content classifier (A.1.3) ->
   videos per dish -> ingredient terms of the content sentences;
-* ``pairs``: within-dish pairs with ingredient and length pruning (§3.6) -> HMM+IBM1 posteriors in both directions
-  (§3.7, Eq. 1, A.2);
-* ``dishes``: the instruction graph of each dish -> joint alignment (maximum spanning forest, §3.8).
+* ``pairs``: within-dish pairs with ingredient and length pruning (§2.3, A.1.4) -> HMM+IBM1 posteriors in both
+  directions (§3.1, Eq. 1, A.2);
+* ``dishes``: the instruction graph of each dish -> joint alignment (maximum spanning forest, §3.2).
 
-Paraphrases (§3.9) and multi-step breakdowns (§3.10) are pure functions of the pairwise posteriors, computed by the
+Paraphrases (§5.2) and multi-step breakdowns (§5.3) are pure functions of the pairwise posteriors, computed by the
 release (``marc.release``).
 
 Per-item invalidation (README.md "Caching and resume"): a WARC record's pointer row carries the sha256 of the record's bytes
@@ -55,11 +55,12 @@ def _steps_storable(steps: Any) -> list[dict[str, Any]]:
     return out
 
 
-# ============================================================================ text pipeline (§3.1-§3.4, §3.6)
+# ============================================================================ text pipeline (§2, §2.3, A.1)
 class RecipePagesSource(Source):
-    """Lists the web pages (§2.1): one cheap pointer per WARC record (file, offset, length; warcio reads only headers
-    and skips payloads) and per HTML file of ``pages``; records refused on their headers are drops here. Parsing is
-    the next step's, so a killed build resumes inside a long WARC file. ``limit`` keeps the first N pages."""
+    """Lists the web pages (docs/corpora/marc.md, Inputs): one cheap pointer per WARC record (file, offset, length;
+    warcio reads only headers and skips payloads) and per HTML file of ``pages``; records refused on their headers are
+    drops here. Parsing is the next step's, so a killed build resumes inside a long WARC file. ``limit`` keeps the first
+    N pages."""
 
     name = "list_recipe_pages"
     version = "3"
@@ -141,8 +142,9 @@ class _RecordSha:
 
 
 class ParseRecipePages(Step):
-    """§3.1: reads each listed page (one WARC record by offset, or one HTML file) and extracts its Schema.org recipes
-    (JSON-LD with repairs, microdata); a page gives one row per recipe, or a named drop."""
+    """Extraction (Lin et al., ACL 2020, §2.1): reads each listed page (one WARC record by offset, or one HTML file) and
+    extracts its Schema.org recipes (JSON-LD with repairs, microdata); a page gives one row per recipe, or a named
+    drop."""
 
     name = "read_recipe_pages"
     version = "2"
@@ -192,8 +194,8 @@ class ParseRecipePages(Step):
 
 
 class SelectTextRecipes(Step):
-    """§3.2-§3.4 (A.1.1): instructions, English, title length, duplicates, common title words, >= 2 steps, dishes
-    with >= 3 recipes (capped at 100), dish splits. Global decisions, so the work is done once in ``fit``."""
+    """Lin et al., ACL 2020, §2, A.1.1: instructions, English, title length, duplicates, common title words, >= 2 steps,
+    dishes with >= 3 recipes (capped at 100), dish splits. Global decisions, so the work is done once in ``fit``."""
 
     name = "select_text_recipes"
     version = "2"
@@ -239,8 +241,9 @@ class SelectTextRecipes(Step):
 
 
 class IngredientTerms(Step):
-    """§3.6: per ingredient line (casefolded, parentheses removed, cut at the first comma, quantities dropped) the
-    spaCy lemmas of NOUN/PROPN tokens minus units and non-ingredient nouns; the recipe's set is the union."""
+    """Ingredient terms (Lin et al., ACL 2020, §2.3, A.1.4): per ingredient line (casefolded, parentheses removed, cut
+    at the first comma, quantities dropped) the spaCy lemmas of NOUN/PROPN tokens minus units and non-ingredient nouns;
+    the recipe's set is the union."""
 
     name = "ingredient_terms"
     version = "1"
@@ -265,13 +268,13 @@ class IngredientTerms(Step):
             out.keep({**r, "ingredient_terms": sorted(terms)})
 
 
-# ============================================================================ videos pipeline (§3.5)
+# ============================================================================ videos pipeline (§2, A.1.3)
 class VideoCandidatesSource(Source):
-    """``video_candidates.jsonl`` (§2.3): search results per dish in rank order, each with its dish's name, split and
-    number of text recipes from the ``text`` pipeline (``_dish_name``, ``_split``, ``_n_text``; null for a dish not in
-    the corpus), which ``dish_videos`` reads. Rows carry their content, so an edit of the candidates or of the text
-    recipes lists them again into the same folder, and only candidates whose row changed are processed again (a
-    page edit that leaves the dish table as it was redoes no video)."""
+    """``video_candidates.jsonl`` (docs/corpora/marc.md, Inputs): search results per dish in rank order, each with its
+    dish's name, split and number of text recipes from the ``text`` pipeline (``_dish_name``, ``_split``, ``_n_text``;
+    null for a dish not in the corpus), which ``dish_videos`` reads. Rows carry their content, so an edit of the
+    candidates or of the text recipes lists them again into the same folder, and only candidates whose row changed are
+    processed again (a page edit that leaves the dish table as it was redoes no video)."""
 
     name = "read_video_candidates"
     version = "2"
@@ -326,9 +329,9 @@ class DishVideos(Step):
 
 
 class LoadTranscript(Step):
-    """§3.5 sentences: WhisperX words joined and punkt-split, or raw caption lines (punkt-split when >= 30% of lines
-    end a sentence, else one line = one sentence); ``no_transcript``, ``malformed_transcript``, ``empty_transcript``,
-    ``non_english_transcript`` (py3langid, §6)."""
+    """Transcript sentences (docs/corpora/marc.md): WhisperX words joined and punkt-split, or raw caption lines
+    (punkt-split when >= 30% of lines end a sentence, else one line = one sentence); ``no_transcript``,
+    ``malformed_transcript``, ``empty_transcript``, ``non_english_transcript`` (py3langid; docs/reason-codes.md)."""
 
     name = "load_transcript"
     version = "2"
@@ -398,8 +401,8 @@ class LoadTranscript(Step):
 
 
 class ChatFilter(Step):
-    """§3.5 / A.1.3: remove chat sentences with the chat/content classifier (threshold 0.5), then drop videos with
-    no content (``all_chat``), more than ``max_video_sentences`` (``too_many_sentences``) or fewer than
+    """Lin et al., ACL 2020, A.1.3: remove chat sentences with the chat/content classifier (threshold 0.5), then drop
+    videos with no content (``all_chat``), more than ``max_video_sentences`` (``too_many_sentences``) or fewer than
     ``min_video_sentences`` (``too_few_sentences``) sentences left.
 
     Global stage: ``fit`` trains the ``logreg`` classifier on YouCook2 labels (or loads ``chat_model``) once and
@@ -507,8 +510,8 @@ def cached_chat_classifier(cfg: MarcConfig, folder: Path, cache_dir: Path | None
 
 
 def train_chat_classifier(cfg: MarcConfig, folder: Path) -> Path:
-    """Train the ``logreg`` chat/content classifier on YouCook2 (A.1.3, spec §3.5) into ``folder``: ``model.json``,
-    ``sentences.parquet`` (the labelled sentences) and ``scores.json``. Returns the model path.
+    """Train the ``logreg`` chat/content classifier on YouCook2 (Lin et al., ACL 2020, A.1.3) into ``folder``:
+    ``model.json``, ``sentences.parquet`` (the labelled sentences) and ``scores.json``. Returns the model path.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -546,9 +549,10 @@ def _reason_counts(drops: list[Drop]) -> dict[str, int]:
 
 
 class PickVideos(Step):
-    """§3.5: per dish ``n_v = clamp(round(ρ · n_text), 3, 100)`` videos, ρ = 77,550 / 48,852: the first candidates
-    in rank order whose transcript survived (``dish_video_quota`` for the rest; counter ``videos_short`` when a
-    dish gets fewer). A video listed under two dishes is kept in the first dish (``video_in_two_dishes``)."""
+    """Lin et al., ACL 2020, §2, Table 1: per dish ``n_v = clamp(round(ρ · n_text), 3, 100)`` videos, ρ = 77,550 /
+    48,852: the first candidates in rank order whose transcript survived (``dish_video_quota`` for the rest; counter
+    ``videos_short`` when a dish gets fewer). A video listed under two dishes is kept in the first dish
+    (``video_in_two_dishes``)."""
 
     name = "pick_videos"
     id_field = "_key"
@@ -596,9 +600,9 @@ class PickVideos(Step):
 
 
 class VideoTerms(Step):
-    """§3.6, the video's half of its ingredient terms: the ingredient terms among the NOUN/PROPN lemmas of its content
-    sentences (``_video_terms``). Apart from ``video_recipe``, which intersects them with the dish vocabulary of the
-    text recipes, so that an edit of a web page does not lemmatize the videos again."""
+    """Lin et al., ACL 2020, §2.3, the video's half of its ingredient terms: the ingredient terms among the NOUN/PROPN
+    lemmas of its content sentences (``_video_terms``). Apart from ``video_recipe``, which intersects them with the dish
+    vocabulary of the text recipes, so that an edit of a web page does not lemmatize the videos again."""
 
     name = "video_terms"
     version = "1"
@@ -620,7 +624,8 @@ class VideoTerms(Step):
 
 class VideoRecipe(Step):
     """A picked video as a ``recipes`` row: content sentences are its instructions (with times); its ingredient
-    terms are the dish vocabulary D ∩ the NOUN/PROPN lemmas of its content sentences (§3.6, ``video_terms``)."""
+    terms are the dish vocabulary D ∩ the NOUN/PROPN lemmas of its content sentences (Lin et al., ACL 2020, §2.3;
+    ``video_terms``)."""
 
     name = "video_recipe"
     version = "2"
@@ -657,7 +662,7 @@ class VideoRecipe(Step):
                 "split": r["split"], "rank": int(r["rank"])})
 
 
-# ============================================================================ pairs pipeline (§3.6-§3.7)
+# ============================================================================ pairs pipeline (§2.3, §3.1)
 RECIPE_COLUMNS = ["recipe_id", "dish_id", "dish_name", "modality", "instructions", "start", "end",
                   "ingredient_terms", "split"]
 
@@ -671,8 +676,8 @@ def _recipes_by_dish(side: dict[str, Any]) -> dict[str, list[Row]]:
 
 
 class DishPairsSource(Source):
-    """Within-dish recipe pairs (§3.6; paper §2.3, A.1.4): text-text and text-video pairs with ingredient overlap
-    >= 0.70, video-video >= 0.90; text-text pairs also need instruction counts within a factor 2."""
+    """Within-dish recipe pairs (Lin et al., ACL 2020, §2.3, A.1.4): text-text and text-video pairs with ingredient
+    overlap >= 0.70, video-video >= 0.90; text-text pairs also need instruction counts within a factor 2."""
 
     name = "dish_pairs"
     version = "1"
@@ -698,13 +703,14 @@ class DishPairsSource(Source):
                        "b_start": b["start"], "b_end": b["end"], "ingredient_match": float(p["ingredient_match"])}
 
 
-#: model name -> (source side, target side, pair type) of the directed alignments it produces (§3.7)
+#: model name -> (source side, target side, pair type) of the directed alignments it produces (Lin et al., ACL 2020,
+#: §3.1)
 MODELS = {"text_text": "text_text", "video_video": "video_video", "text_to_video": "text_video",
           "video_to_text": "text_video"}
 
 
 def _directions(pair_type: str) -> tuple[str, str]:
-    """Models for (a -> b, b -> a): recipe a is the text side of a text-video pair (§3.6)."""
+    """Models for (a -> b, b -> a): recipe a is the text side of a text-video pair (docs/corpora/marc.md, Outputs)."""
     if pair_type == "text_video":
         return "text_to_video", "video_to_text"
     return pair_type, pair_type
@@ -716,9 +722,10 @@ def _model_fingerprint(model: Any) -> str:
 
 
 class HmmIbm1Align(Step):
-    """§3.7 (Eq. 1, A.2): HMM over target instructions with IBM Model 1 emissions, trained by EM on the train-split
-    pairs (``text_text`` and ``video_video`` on both directions, ``text_to_video`` and ``video_to_text`` one each),
-    vocabulary cut-offs over the train split; posteriors for every pair of every split in both directions.
+    """Lin et al., ACL 2020, §3.1 (Eq. 1, A.2): HMM over target instructions with IBM Model 1 emissions, trained by EM
+    on the train-split pairs (``text_text`` and ``video_video`` on both directions, ``text_to_video`` and
+    ``video_to_text`` one each), vocabulary cut-offs over the train split; posteriors for every pair of every split in
+    both directions.
 
     ``aligner: best`` (default) is the preset that aligns best on real data (``HmmIbm1Config.best``, see
     ``builders.ops.hmm_ibm1.BEST_NOTE``); ``aligner: paper`` the paper's configuration.
@@ -833,7 +840,7 @@ class HmmIbm1Align(Step):
                       "model_b_to_a": self.state["names"][bwd]})
 
 
-# ============================================================================ dishes pipeline (§3.8)
+# ============================================================================ dishes pipeline (§3.2)
 class DishGraphSource(Source):
     """One row per dish: its instructions as nodes, ordered by (recipe_id, instruction_index), and one directed edge
     per source instruction to its argmax target (all pair types, both directions) weighted by the posterior."""
@@ -874,8 +881,9 @@ class DishGraphSource(Source):
 
 
 class JointAlignment(Step):
-    """§3.8: edges with posterior > ``edge_threshold`` (0.5), undirected weight = mean of the directed ones, maximum
-    spanning forest by Kruskal, and jointly-alignable sets (paths with at most one instruction per recipe)."""
+    """Lin et al., ACL 2020, §3.2: edges with posterior > ``edge_threshold`` (0.5), undirected weight = mean of the
+    directed ones, maximum spanning forest by Kruskal, and jointly-alignable sets (paths with at most one instruction
+    per recipe)."""
 
     name = "joint_alignment"
     version = "1"

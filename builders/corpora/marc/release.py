@@ -34,7 +34,7 @@ NAME = "marc"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "marc.md"
 SPLITS = ("train", "validation", "test")
 
-#: Lin et al., ACL 2020, §2, Table 1, A.1 and spec §7: full-scale statistics next to which a build is reported
+#: Lin et al., ACL 2020, §2, Table 1, A.1: full-scale statistics next to which a build is reported
 PAPER_QUANTITIES: dict[str, float | None] = {
     "text_recipes": 48_852, "dishes": 4_262, "dishes_train": 4_065, "dishes_validation": 94, "dishes_test": 103,
     "mean_recipes_per_dish": 6.54, "mean_instructions_per_text_recipe": 8, "video_recipes": 77_550,
@@ -59,7 +59,8 @@ def _nan_if_empty(times: list[float], i: int) -> float:
 
 
 def paraphrase_rows(pair: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
-    """§3.9: directed alignments with posterior > ``threshold``; an instruction pair found both ways is one row."""
+    """Paraphrases (Lin et al., ACL 2020, §5.2): directed alignments with posterior > ``threshold``; an instruction pair
+    found both ways is one row."""
     kind = pair["pair_type"]
     ab_t = [x["target_index"] for x in pair["a_to_b"]]
     ab_p = [x["probability"] for x in pair["a_to_b"]]
@@ -79,8 +80,8 @@ def paraphrase_rows(pair: dict[str, Any], threshold: float) -> list[dict[str, An
 
 
 def breakdown_rows(pair: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
-    """§3.10 (text-text pairs, each direction): target instruction n broken down into the >= 2 source instructions
-    whose argmax is n with posterior > ``threshold``."""
+    """Multi-step breakdowns (Lin et al., ACL 2020, §5.3; text-text pairs, each direction): target instruction n broken
+    down into the >= 2 source instructions whose argmax is n with posterior > ``threshold``."""
     out = []
     for direction, src, tgt in (("a_to_b", "a", "b"), ("b_to_a", "b", "a")):
         align = pair[direction]
@@ -137,7 +138,7 @@ def chat_content_rows(folder: Path, split: str) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class MarcScan:
-    """One streamed pass over the final stages: row counts of every config and split, and what the §7 quantities,
+    """One streamed pass over the final stages: row counts of every config and split, and what the paper's quantities,
     the manifest and the card need (dish sets, instruction counts, aligner and classifier names), never the rows."""
 
     rows: Counter = field(default_factory=Counter)        # (config, split) -> rows
@@ -177,7 +178,7 @@ def scan(result: BuildResult, cfg: MarcConfig) -> MarcScan:
 
 def quantities(sc: MarcScan, aligner_info: dict[str, Any] | None, classifier: dict[str, Any] | None,
                sample: bool) -> dict[str, dict[str, Any]]:
-    """The §7 quantities of this build next to the paper's, flagged when they deviate by more than 20%."""
+    """The paper's quantities of this build next to the paper's, flagged when they deviate by more than 20%."""
     n_text = sum(sc.text_per_split.values())
     n_dishes = sum(len(v) for v in sc.dishes_by_split.values())
     vocab = {k: v[1] for k, v in (aligner_info or {}).get("vocabulary", {}).items()}
@@ -201,7 +202,8 @@ def quantities(sc: MarcScan, aligner_info: dict[str, Any] | None, classifier: di
     cause = ("sample build: a few hand-written pages, not Common Crawl" if sample else
              "smaller or different inputs than the paper's 3.2M Common Crawl recipes")
     return compare_with_paper(value, PAPER_QUANTITIES, cause, notes={
-        "mean_recipes_per_dish": "paper text says 6.54 (sd 7.22) but 48,852 / 4,262 = 11.46: both reported (spec §7)"})
+        "mean_recipes_per_dish": "paper text says 6.54 (sd 7.22) but 48,852 / 4,262 = 11.46: both reported "
+                                 "(Lin et al., ACL 2020, §2)"})
 
 
 def models(cfg: MarcConfig, aligners: dict[str, str], classifier: str | None) -> dict[str, Any]:

@@ -38,7 +38,7 @@ class TextRecipes:
 
 
 def recipe_id(url: str, index_in_page: int) -> str:
-    """``t:<sha1(url)[:16]>`` and ``:<k>`` for the k-th (k >= 1) recipe of a page (spec §4)."""
+    """``t:<sha1(url)[:16]>`` and ``:<k>`` for the k-th (k >= 1) recipe of a page (docs/corpora/marc.md, Outputs)."""
     base = "t:" + hashlib.sha1(url.encode("utf-8")).hexdigest()[:16]
     return base if index_in_page == 0 else f"{base}:{index_in_page}"
 
@@ -48,7 +48,8 @@ def _norm_instruction(text: str) -> str:
 
 
 def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | None = None) -> TextRecipes:
-    """Apply §3.2-§3.4 to extracted recipe records, in the spec's order.
+    """Apply the instruction units, recipe filters and dishes (docs/corpora/marc.md, Pipeline steps 2-4) to
+    extracted recipe records, in that order.
 
     1. ``non_english``: py3langid on the joined instructions is not ``en`` (under 20 characters: the declared
        language); 2. ``title_too_long``: more than ``max_title_words`` whitespace tokens; 3. ``duplicate_recipe``:
@@ -116,7 +117,7 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
         else:
             survivors.append(p)
 
-    # dishes, caps and splits (§3.4)
+    # dishes, caps and splits (Lin et al., ACL 2020, §2)
     by_dish: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for p in survivors:
         by_dish[dishes.dish_id(p["title"])].append(p)

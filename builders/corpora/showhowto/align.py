@@ -35,9 +35,10 @@ def clip_encoder(cfg: Any) -> Any:
 
 
 class PluginEncoder:
-    """Spec §6 "the model is a plug-in": ``clip_backend=plugin`` with ``clip_model_path=module:factory`` (or
-    ``file.py:factory``); the factory returns an object with ``encode_image(pixels [B, 3, S, S] float32) -> [B, d]``,
-    ``encode_text(list[str]) -> [K, d]`` and ``image_size`` (S; CLIP normalisation is applied to the pixels)."""
+    """The CLIP model as a plug-in (docs/corpora/showhowto.md): ``clip_backend=plugin`` with
+    ``clip_model_path=module:factory`` (or ``file.py:factory``); the factory returns an object with
+    ``encode_image(pixels [B, 3, S, S] float32) -> [B, d]``, ``encode_text(list[str]) -> [K, d]`` and ``image_size`` (S;
+    CLIP normalisation is applied to the pixels)."""
 
     def __init__(self, model: Any):
         for attr in ("encode_image", "encode_text", "image_size"):
@@ -78,8 +79,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 class KeyframeAlignment(Step):
-    """Spec §6: windows ``[max(0, s-eps), min(t_last, e+eps)]`` on the ``fps`` grid, the order-preserving DP, and per
-    step ``frame_time``, ``score`` (null for ``middle``), ``start_sec = floor(a_k)`` and ``frame_idx`` (§7)."""
+    """Souček et al., CVPR 2025, App. A: windows ``[max(0, s-eps), min(t_last, e+eps)]`` on the ``fps`` grid, the
+    order-preserving DP, and per step ``frame_time``, ``score`` (null for ``middle``), ``start_sec = floor(a_k)`` and
+    ``frame_idx`` (toolkit)."""
 
     name = "keyframe_alignment"
     version = "1"
@@ -209,7 +211,7 @@ class KeyframeAlignment(Step):
 
 
 def encode_jpeg(frame: np.ndarray, quality: int = 95, max_side: int | None = None) -> bytes:
-    """Spec §7: native resolution (optionally the longer side capped at ``max_side``), JPEG quality 95."""
+    """Native resolution (optionally the longer side capped at ``max_side``), JPEG quality 95."""
     from PIL import Image
 
     img = Image.fromarray(np.ascontiguousarray(frame, dtype=np.uint8), "RGB")
@@ -223,7 +225,7 @@ def encode_jpeg(frame: np.ndarray, quality: int = 95, max_side: int | None = Non
 
 
 class ExtractImages(Step):
-    """Spec §7 (``images`` config only): grid frame ``g*_k`` of each step, i.e. what the upstream command
+    """``images`` config only: grid frame ``g*_k`` of each step, i.e. what the upstream command
     ``ffmpeg -i V -vf "fps=5,select=gte(t\\,START_SEC),select=eq(n\\,FRAME_IDX)" -vframes 1`` returns for the
     recorded ``start_sec``/``frame_idx``. A failure is ``frame_extraction_failed``: counted, the row stays in
     ``sequences`` without images."""

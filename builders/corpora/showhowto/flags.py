@@ -16,15 +16,15 @@ log = logging.getLogger(__name__)
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "samples" / "showhowto"
 SAMPLE_INPUTS = {"manifest": SAMPLE_DIR / "manifest.csv", "videos": SAMPLE_DIR / "HowTo100M_v1.csv",
                  "tasks": SAMPLE_DIR / "task_ids.csv"}
-#: every row, and recorded answers covering every reason code of spec §10 (tests: ``--manifest <that> --set
+#: every row, and recorded answers covering every reason code of docs/reason-codes.md (tests: ``--manifest <that> --set
 #: llm=replay --set llm_replay=<this>``)
 SAMPLE_ALL_ROWS = SAMPLE_DIR / "manifest_reasons.csv"
 SAMPLE_REPLAY = SAMPLE_DIR / "llm_outputs.jsonl"
-#: the bundled sample's settings (spec defaults in brackets). SmolLM2-135M answers "No" to nearly every filter question
-#: and, free, writes steps until its token cap (every answer ``llm_truncated``): the sample records the filter's answers
-#: without applying them [apply] and decodes the key steps under the JSON shape with at most 4 steps [off; 26], capped
-#: at 24 and 240 new tokens [64, 1536], so it builds in about 3 minutes on 2 cores. Its split takes 2 tasks [200], one
-#: sequence each [3,964], from tasks with >= 1 sequence [20].
+#: the bundled sample's settings (config defaults in brackets). SmolLM2-135M answers "No" to nearly every filter
+#: question and, free, writes steps until its token cap (every answer ``llm_truncated``): the sample records the
+#: filter's answers without applying them [apply] and decodes the key steps under the JSON shape with at most 4 steps
+#: [off; 26], capped at 24 and 240 new tokens [64, 1536], so it builds in about 3 minutes on 2 cores. Its split takes 2
+#: tasks [200], one sequence each [3,964], from tasks with >= 1 sequence [20].
 SAMPLE_SETTINGS = {"filter_max_tokens": 24, "keysteps_max_tokens": 240, "constrained_json": True,
                    "constrained_max_steps": 4, "filter_mode": "record", "test_tasks": 2, "test_size": 2,
                    "min_task_seqs": 1}
@@ -70,7 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--manifest", help="CSV or JSONL: video_id, video_path, title, optional transcript_path")
     g.add_argument("--videos", help="HowTo100M_v1.csv (task_id, category_1, category_2 of each video)")
     g.add_argument("--tasks", help="task_ids.csv (task_id<TAB>task_name)")
-    g.add_argument("--test-list", dest="test_list", help="official test video ids, one per line (overrides §8)")
+    g.add_argument("--test-list", dest="test_list", help="official test video ids, one per line "
+                                                     "(overrides the split algorithm)")
     g.add_argument("--prompt-template", dest="prompt_template",
                    help="a key-step prompt file replacing the packaged one ({title} and {transcript} placeholders)")
     g.add_argument("--filter-prompt-template", dest="filter_prompt_template",

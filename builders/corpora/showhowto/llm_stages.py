@@ -19,7 +19,7 @@ from ...core.step import CacheDirStep, Step, gpus_for_device
 LLM_CODE_VERSION = "1"
 #: [toolkit] stop strings for raw (completion) prompts, where the model would otherwise go on writing the next
 #: few-shot example: the filter ends before a new example or query block; the key steps at the closing fence (the
-#: prompt opened it). Chat prompts get none (a chat answer may open its own fence; the parser handles it, spec §5).
+#: prompt opened it). Chat prompts get none (a chat answer may open its own fence; the parser handles it).
 RAW_STOP = {"filter": ("\nExample", "\nNow the video", "\nTitle:"), "keysteps": ("```",)}
 
 
@@ -69,12 +69,14 @@ class _LLMStage(CacheDirStep):
 
 
 class LLMFilter(_LLMStage):
-    """Spec §5 filter: the prompt, then the Yes/No parser; ``No`` -> ``filtered_non_instructional``, unparseable
-    -> ``filter_ambiguous`` (kept with ``on_ambiguous=accept``). The explanation line is kept.
+    """LLM filter (Souček et al., CVPR 2025, Sec. 3.1, App. A): the prompt, then the Yes/No parser; ``No`` ->
+    ``filtered_non_instructional``, unparseable -> ``filter_ambiguous`` (kept with ``on_ambiguous=accept``). The
+    explanation line is kept.
 
     ``filter_mode=record`` [toolkit] runs the prompt and keeps every answer (counted: ``filter_yes``/``_no``/
     ``_ambiguous``, ``filter_not_applied``) without dropping a video: for inputs already known to be instructional,
-    and for the CPU sample, whose 135M model answers No to nearly everything (spec §9: its answers are unreliable)."""
+    and for the CPU sample, whose 135M model answers No to nearly everything (docs/corpora/showhowto.md: its answers are
+    unreliable)."""
 
     name = "llm_filter"
     version = "1"
@@ -116,8 +118,8 @@ class LLMFilter(_LLMStage):
 
 
 class LengthGate(Step):
-    """Spec §3: duration < ``max_duration`` (600 s, "videos under 10 minutes" [paper]) else ``too_long``. It runs
-    after the filter (filter statistics cover all videos) unless ``gate_before_filter``."""
+    """Souček et al., CVPR 2025, Sec. 3.1: duration < ``max_duration`` (600 s, "videos under 10 minutes" [paper]) else
+    ``too_long``. It runs after the filter (filter statistics cover all videos) unless ``gate_before_filter``."""
 
     name = "length_gate"
     version = "1"
@@ -134,10 +136,10 @@ class LengthGate(Step):
 
 
 class LLMKeySteps(_LLMStage):
-    """Spec §5 key steps: the prompt (``constrained_json`` on vLLM), then the robust JSON parser and validation
-    against the container duration (the frame grid's ``t_last`` is checked again when frames are decoded, §6).
-    Drops: ``llm_error``, ``llm_truncated``, ``llm_no_json``, ``llm_malformed``, ``steps_out_of_range``,
-    ``steps_not_ordered``, ``too_few_steps``."""
+    """Key steps (Souček et al., CVPR 2025, Sec. 3.1, App. A): the prompt (``constrained_json`` on vLLM), then the
+    robust JSON parser and validation against the container duration (the frame grid's ``t_last`` is checked again when
+    frames are decoded). Drops: ``llm_error``, ``llm_truncated``, ``llm_no_json``, ``llm_malformed``,
+    ``steps_out_of_range``, ``steps_not_ordered``, ``too_few_steps``."""
 
     name = "llm_keysteps"
     version = "1"

@@ -26,8 +26,8 @@ from .transcribe import Probe, Transcribe
 
 
 class ManifestSource(Source):
-    """Manifest rows (spec §2) joined with HowTo100M metadata (task id and name, categories; a video absent from it
-    gets empty values and can only go to train)."""
+    """Manifest rows (docs/corpora/showhowto.md) joined with HowTo100M metadata (task id and name, categories; a video
+    absent from it gets empty values and can only go to train)."""
 
     name = "read_manifest"
     version = "1"
@@ -68,7 +68,7 @@ class ManifestSource(Source):
             if cfg.videos and m is None:
                 yield Count("not_in_metadata")
             rec.pop("_line", None)
-            # spec §2: a video absent from the metadata gets nulls (and can only go to train, §8)
+            # a video absent from the metadata gets nulls (and can only go to train)
             yield {**rec, "task_id": None if task_id is None else str(task_id),
                    "task": names.get(task_id) if task_id is not None else None,
                    "category_1": (m or {}).get("category_1") or None, "category_2": (m or {}).get("category_2") or None}

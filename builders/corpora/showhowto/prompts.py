@@ -29,8 +29,9 @@ KEYSTEPS_PROMPT_ID = "keysteps_v1"
 PLACEHOLDERS = ("{title}", "{transcript}")
 MAX_TEMPLATE_BYTES = 1 << 20
 
-#: spec §5, the target JSON shape: ``[{"WikiHow Title": str}, {"steps": [{step, instruction, start_timestamp,
-#: end_timestamp}, ...]}]``; used for vLLM structured outputs (``constrained_json``) only, the parser is the same.
+#: the target JSON shape of upstream's key-step prompt (``soCzech/ShowHowTo``): ``[{"WikiHow Title": str}, {"steps":
+#: [{step, instruction, start_timestamp, end_timestamp}, ...]}]``; used for vLLM structured outputs
+#: (``constrained_json``) only, the parser is the same.
 KEYSTEPS_JSON_SCHEMA: dict[str, Any] = {
     "type": "array", "minItems": 2, "maxItems": 2,
     "prefixItems": [
@@ -115,13 +116,13 @@ def fill(prompt: Prompt, title: str, transcript: str) -> str:
 
 
 def filter_message(prompt: Prompt, title: str, segments: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """Spec §5 filter prompt: the title and the transcript rendered (joined, cut at 1500 (+2000 past 400 s) + "...")
+    """Filter prompt: the title and the transcript rendered (joined, cut at 1500 (+2000 past 400 s) + "...")
     as one user message."""
     return [{"role": "user", "content": fill(prompt, title, render_transcript_text(segments))}]
 
 
 def keysteps_message(prompt: Prompt, title: str, segments: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """Spec §5 key-step prompt: the unquoted title and the ``[start of transcript]`` block, ending in the opened
+    """Key-step prompt: the unquoted title and the ``[start of transcript]`` block, ending in the opened
     ```` ```json ```` fence."""
     return [{"role": "user", "content": fill(prompt, title, render_transcript_block(segments))}]
 

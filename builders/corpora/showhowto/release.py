@@ -1,7 +1,7 @@
 """The ``showhowto`` release (docs/corpora/showhowto.md): configs ``sequences`` (default; ids,
 timestamps and keyframe positions, no pixels) and ``images`` (``--with-images``), splits ``train`` / ``test`` by the
-§8 algorithm (or an official list), ``keyframes.json``, the statistics of §1 next to the paper's, and optionally the
-upstream training layout.
+toolkit's split algorithm (or an official list), ``keyframes.json``, the statistics next to the paper's, and optionally
+the upstream training layout.
 
     <out>/showhowto/README.md  {sequences,images}/<split>-*.parquet  keyframes.json
     <out>/showhowto/stats.json  drops.parquet  report.html  manifest.json  build_config.yaml
@@ -40,8 +40,9 @@ from .flags import PATH_KEYS
 NAME = "showhowto"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "showhowto.md"
 
-#: spec §1 [paper]: 1.24M videos -> 847K instructional (68.4 %) -> 578K sequences, 4.5M steps, 7.7 ± 2.8 steps per
-#: sequence (97.6 % with 2-16), 11.4 ± 4.7 words per step, 25K tasks; 3,964 test sequences from 200 tasks (§8)
+#: Souček et al., CVPR 2025, Sec. 3.2, App. A: 1.24M videos -> 847K instructional (68.4 %) -> 578K sequences, 4.5M
+#: steps, 7.7 ± 2.8 steps per sequence (97.6 % with 2-16), 11.4 ± 4.7 words per step, 25K tasks; 3,964 test sequences
+#: from 200 tasks (Sec. 5.1)
 PAPER_QUANTITIES: dict[str, float | None] = {
     "videos_in": 1_240_000, "judged_instructional": 847_000, "instructional_share": 0.684, "sequences": 578_000,
     "steps": 4_500_000, "steps_per_sequence_mean": 7.7, "steps_per_sequence_std": 2.8,
@@ -58,7 +59,7 @@ def _f32(x: Any) -> float | None:
 
 
 def _summary(t: Tally) -> dict[str, Any]:
-    """Mean and std (ddof=0, spec §1), min, max and the unit-bin histogram of a streamed distribution."""
+    """Mean and std (ddof=0), min, max and the unit-bin histogram of a streamed distribution."""
     if not t.n:
         return {"n": 0, "mean": None, "std": None, "min": None, "max": None, "histogram": []}
     return {"n": t.n, "mean": round(float(t.mean), 3), "std": round(float(t.std), 3),
@@ -76,7 +77,7 @@ def sequence_row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_ids(cfg: ShowHowToConfig, rows: list[dict[str, Any]]) -> tuple[set[str], dict[str, Any]]:
-    """Spec §8: the official list when given, else the toolkit's split algorithm (``ops.showhowto_split``)."""
+    """The official list when given, else the toolkit's split algorithm (``ops.showhowto_split``)."""
     if cfg.test_list:
         from ...sources.exclusions import read_exclusion_ids
 
@@ -91,7 +92,7 @@ def test_ids(cfg: ShowHowToConfig, rows: list[dict[str, Any]]) -> tuple[set[str]
                            test_tasks=cfg.test_tasks, min_task_seqs=cfg.min_task_seqs, test_size=cfg.test_size,
                            seed=cfg.seed)
     scored = any(r["mean_score"] is not None for r in rows)
-    info = {"method": "spec §8 algorithm", "test_tasks": cfg.test_tasks, "min_task_seqs": cfg.min_task_seqs,
+    info = {"method": "toolkit algorithm", "test_tasks": cfg.test_tasks, "min_task_seqs": cfg.min_task_seqs,
             "test_size": cfg.test_size, "seed": cfg.seed, "candidate_tasks": plan.candidates,
             "tasks_per_category": {c: len(t) for c, t in plan.tasks.items()}, "paper_like": scored}
     return set(plan.test_ids), info
@@ -100,7 +101,7 @@ def test_ids(cfg: ShowHowToConfig, rows: list[dict[str, Any]]) -> tuple[set[str]
 @dataclass
 class ShowHowToScan:
     """One streamed pass over the kept sequences: the split records (five small fields per sequence, what
-    ``plan_test_split`` needs), the §1 statistics' distributions and counts, never the rows."""
+    ``plan_test_split`` needs), the statistics' distributions and counts, never the rows."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     steps_per_sequence: Tally = field(default_factory=lambda: Tally(bins=(30, 0, 30)))
@@ -138,8 +139,9 @@ class ShowHowToScan:
 
 def statistics(result: BuildResult, sc: ShowHowToScan, answers: Counter, split_info: dict[str, Any],
                test: set[str]) -> dict[str, Any]:
-    """Spec §1 statistics of this run (steps per sequence, words per step with ddof=0 std, histograms), the filter's
-    answers (``answers``: of the videos the filter kept), drops by reason and the split."""
+    """Statistics of this run (as Souček et al., CVPR 2025, Sec. 3.2 reports them) (steps per sequence, words per step
+    with ddof=0 std, histograms), the filter's answers (``answers``: of the videos the filter kept), drops by reason and
+    the split."""
     src = result.steps["read_manifest"]
     drops = result.drop_counts()
     judged = (sum(result.steps["llm_filter"].dropped.get(k, 0) for k in ("filtered_non_instructional",
@@ -184,7 +186,8 @@ def quantities(hs: dict[str, Any], sample: bool) -> dict[str, dict[str, Any]]:
 
 
 def _imgseq(images: list[bytes], quality: int) -> bytes:
-    """Spec §8 upstream layout: the step frames concatenated left to right (heights equalised to the first)."""
+    """Upstream training layout (``soCzech/ShowHowTo``): the step frames concatenated left to right (heights equalised
+    to the first)."""
     from PIL import Image
 
     frames = [Image.open(io.BytesIO(b)).convert("RGB") for b in images]
@@ -316,7 +319,7 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
         write_json_object(path, items, indent=1, ensure_ascii=True)
 
     def upstream(folder: Path) -> None:
-        """Spec §8 upstream layout: ``prompts.json`` and ``imgseqs/<sequence_id>.jpg`` of the sequences with images."""
+        """Upstream training layout: ``prompts.json`` and ``imgseqs/<sequence_id>.jpg`` of the sequences with images."""
         items = (next(iter(schema.to_upstream_prompts([s]).items())) for s in image_rows())
         folder.mkdir(parents=True, exist_ok=True)
         if not write_json_object(folder / "prompts.json", items, indent=1):

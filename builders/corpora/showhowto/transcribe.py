@@ -44,7 +44,7 @@ def files_digest(rows: list[Row], memo: Any, *fields: str) -> str:
 
 class Probe(Step):
     """Container duration and streams (PyAV, no decoding): ``video_unreadable`` for a missing, empty or corrupt file
-    with no stream (spec §10); a video without a video stream is unreadable too (nothing to align)."""
+    with no stream (docs/reason-codes.md); a video without a video stream is unreadable too (nothing to align)."""
 
     name = "probe"
     version = "1"
@@ -68,14 +68,14 @@ class Probe(Step):
                 out.drop(r["video_id"], "video_unreadable", "no video stream")
                 continue
             if not r["title"]:
-                out.count("missing_title")  # spec §10: an empty string in both prompts, counted
+                out.count("missing_title")  # an empty string in both prompts, counted
             out.keep({**r, "duration": info.duration, "has_audio": info.has_audio,
                       "width": info.width, "height": info.height})
 
 
 class Transcribe(CacheDirStep):
-    """Spec §4: the supplied transcript (``transcript_path``) or ASR; segments sorted by start, ``end < start``
-    removed (counter ``bad_segment_times``), text verbatim."""
+    """Stage 1 (Souček et al., CVPR 2025, Sec. 3.1: WhisperX): the supplied transcript (``transcript_path``) or ASR;
+    segments sorted by start, ``end < start`` removed (counter ``bad_segment_times``), text verbatim."""
 
     name = "transcribe"
     version = "1"

@@ -2,7 +2,7 @@
 
 The package is the corpus interface of ``python -m builders.build sieve_swap``: ``config`` (paper defaults),
 ``flags`` (inputs and the bundled sample), ``pipeline`` (the steps), ``release`` (configs, card, quantities) and
-``calibrate`` (the MiniLM threshold of spec §5).
+``calibrate`` (the MiniLM threshold of docs/corpora/sieve_swap.md, CPU versus paper configuration).
 """
 
 from __future__ import annotations

@@ -49,9 +49,10 @@ def resolve_inputs(cfg: SieveSwapConfig) -> tuple[SieveSwapConfig, bool]:
 
 
 def check_inputs(cfg: SieveSwapConfig) -> None:
-    """Whole-file checks before any work (spec §6 names per-row reasons; a file that is unusable as a whole is an
-    :class:`~builders.core.errors.InputError`, exit 2): headers of the CSV inputs, the shape of ``raw_caption.json``
-    and of every exclusion list. Cheap: headers, the first JSON entry, and the (small) exclusion lists."""
+    """Whole-file checks before any work (docs/reason-codes.md names per-row reasons; a file that is unusable as a whole
+    is an :class:`~builders.core.errors.InputError`, exit 2): headers of the CSV inputs, the shape of
+    ``raw_caption.json`` and of every exclusion list. Cheap: headers, the first JSON entry, and the (small) exclusion
+    lists."""
     from ...sources import exclusions, howto100m, recipenlg, transcripts
 
     howto100m.read_metadata(cfg.videos)                      # header / video_id column (a lazy reader: no rows read)

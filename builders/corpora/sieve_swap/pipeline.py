@@ -2,9 +2,9 @@
 
 Two pipelines (docs/corpora/sieve_swap.md):
 
-* ``recipes``: RecipeNLG rows -> cleaned recipe database R (§3.2) with title and body content lemmas;
-* ``videos``: HowTo100M metadata -> video corpus V (§3.1) -> title sieve V¹ (Eq. 5) -> content sieve V² and the
-  train/validation split (§3.4) -> swap (Eq. 6-7) -> merge (supp. A.2).
+* ``recipes``: RecipeNLG rows -> cleaned recipe database R (§4.2) with title and body content lemmas;
+* ``videos``: HowTo100M metadata -> video corpus V (§4.2) -> title sieve V¹ (Eq. 5) -> content sieve V² and the
+  train/validation split (§4.2 "Sieving Videos") -> swap (Eq. 6-7) -> merge (supp. A.2).
 
 Global stages (``recipe_dedup``, ``exclusion_filter``, ``load_transcript``, ``task_size_filter``, the two sieves'
 recipe index and ``swap``'s recipe-step pool) write their artefacts to their stage folder and are cached there, so a
@@ -33,9 +33,9 @@ from ...ops.text import clean, has_alpha
 from ...sources import exclusions, howto100m, recipenlg, transcripts
 from .config import SieveSwapConfig
 
-# ============================================================================ recipes pipeline (§3.2)
+# ============================================================================ recipes pipeline (R)
 class RecipeNLGSource(Source):
-    """RecipeNLG ``full_dataset.csv`` streamed row by row (spec §2.4)."""
+    """RecipeNLG ``full_dataset.csv`` streamed row by row (docs/corpora/sieve_swap.md, Inputs)."""
 
     name = "read_recipes"
     config_keys = ("recipes",)
@@ -74,7 +74,8 @@ def _dedup_key(r: Row) -> str:
 
 
 class RecipeDedup(Step):
-    """Exact duplicates (casefolded, whitespace-collapsed title and same cleaned steps) keep the lowest id (§3.2).
+    """Exact duplicates (casefolded, whitespace-collapsed title and same cleaned steps) keep the lowest id
+    (docs/corpora/sieve_swap.md, Pipeline step 2).
 
     Global stage: ``fit`` writes the duplicates (recipe id -> the id it repeats) as the artefact ``duplicates.npz``."""
 
@@ -112,7 +113,8 @@ class RecipeDedup(Step):
 
 
 class RecipeLemmas(Step):
-    """``title_lemmas(r) = content_lemmas(title) - generic_words``, ``body_lemmas(r)`` over all steps (§3.2)."""
+    """``title_lemmas(r) = content_lemmas(title) - generic_words``, ``body_lemmas(r)`` over all steps (Batra et al.,
+    ECCV 2024, Eq. 5, §4.2)."""
 
     name = "recipe_lemmas"
     id_field = "recipe_id"
@@ -131,9 +133,9 @@ class RecipeLemmas(Step):
             out.keep({**r, "title_lemmas": sorted(t - self.generic), "body_lemmas": sorted(b)})
 
 
-# ============================================================================ videos pipeline (§3.1, §3.3-3.6)
+# ============================================================================ videos pipeline (V to swap)
 class HowTo100MSource(Source):
-    """HowTo100M metadata joined with task names, titles and durations (spec §2.1-2.2)."""
+    """HowTo100M metadata joined with task names, titles and durations (docs/corpora/sieve_swap.md, Inputs)."""
 
     name = "read_metadata"
     config_keys = ("videos", "tasks", "titles", "durations", "limit")
@@ -182,7 +184,7 @@ class HowTo100MSource(Source):
 
 
 class CookingFilter(Step):
-    """§3.1 step 1: keep ``category_1`` in ``cooking_categories`` (paper §4.2: all HowTo100M cooking videos)."""
+    """Video corpus step 1: keep ``category_1`` in ``cooking_categories`` (paper §4.2: all HowTo100M cooking videos)."""
 
     name = "cooking_filter"
     id_field = "video_id"
@@ -197,7 +199,7 @@ class CookingFilter(Step):
 
 
 class ExclusionFilter(Step):
-    """§3.1 step 2: drop excluded ids (YouCook2, paper supp. E.1) and later duplicate rows of a video id.
+    """Video corpus step 2: drop excluded ids (YouCook2, paper supp. E.1) and later duplicate rows of a video id.
 
     Global stage: the exclusion files (their contents key the cache) and the repeated rows (row -> first row of the
     same id) are written as artefacts ``excluded.json`` and ``repeats.npz``."""
@@ -243,8 +245,8 @@ class ExclusionFilter(Step):
 
 
 class LoadTranscript(Step):
-    """Attach the raw ASR segments (spec §2.3). Errors are recorded on the row and turned into drops by
-    ``clean_transcript``, after the duration and task-size filters, so those count videos as the paper does.
+    """Attach the raw ASR segments (docs/corpora/sieve_swap.md, Inputs). Errors are recorded on the row and turned into
+    drops by ``clean_transcript``, after the duration and task-size filters, so those count videos as the paper does.
     A video with no metadata duration gets the last ASR end (``duration_source = asr_last_end``).
 
     Per-item input: a shard is keyed by the transcripts of its own videos only (:meth:`item_digest`: each video's
@@ -306,7 +308,7 @@ class LoadTranscript(Step):
 
 
 class DurationFilter(Step):
-    """§3.1 step 3: keep ``duration <= max_duration_s`` (paper §4.2: "a maximum duration of 10 minutes")."""
+    """Video corpus step 3: keep ``duration <= max_duration_s`` (paper §4.2: "a maximum duration of 10 minutes")."""
 
     name = "duration_filter"
     id_field = "video_id"
@@ -322,8 +324,8 @@ class DurationFilter(Step):
 
 
 class TaskSizeFilter(Step):
-    """§3.1 step 4: keep tasks with >= ``min_videos_per_task`` videos surviving steps 1-3 (paper §4.2: "a minimum
-    of five videos per cooking category"). The result is the paper's corpus V."""
+    """Video corpus step 4: keep tasks with >= ``min_videos_per_task`` videos surviving steps 1-3 (paper §4.2: "a
+    minimum of five videos per cooking category"). The result is the paper's corpus V."""
 
     name = "task_size_filter"
     id_field = "video_id"
@@ -352,7 +354,7 @@ def _finite(x: Any) -> bool:
 
 
 class CleanTranscript(Step):
-    """§3.1 step 5: ``clean`` each segment, remove empty / ``end <= start`` / NaN segments (``bad_segment``),
+    """Video corpus step 5: ``clean`` each segment, remove empty / ``end <= start`` / NaN segments (``bad_segment``),
     sort by start, clip ends to the duration; optional English check (off by default: the paper has none)."""
 
     name = "clean_transcript"
@@ -370,8 +372,8 @@ class CleanTranscript(Step):
             bad = 0
             for s in r["asr_raw"]:
                 start, end, text = s["start"], s["end"], clean(s["text"] or "")
-                # spec §3.1.5 / §6: empty text after `clean` (e.g. only "[Music]"), garbled text (no letter),
-                # NaN times or end <= start -> the segment is removed and counted
+                # step 5 / docs/reason-codes.md: empty text after `clean` (e.g. only "[Music]"), garbled text (no
+                # letter), NaN times or end <= start -> the segment is removed and counted
                 if not (_finite(start) and _finite(end)) or end <= start or not text or not has_alpha(text):
                     bad += 1
                     continue
@@ -467,8 +469,8 @@ class TitleSieve(_RecipeIndexStep):
 
 
 class ContentSieve(_RecipeIndexStep):
-    """§3.4 (paper §4.2 "Sieving Videos"): keep pairs with token-IoU >= 0.1 and token-recall >= 0.3 over content
-    lemmas of the whole transcript vs the recipe's steps; split validation iff max IoU >= 0.2."""
+    """Content sieve (Batra et al., ECCV 2024, §4.2 "Sieving Videos"): keep pairs with token-IoU >= 0.1 and token-recall
+    >= 0.3 over content lemmas of the whole transcript vs the recipe's steps; split validation iff max IoU >= 0.2."""
 
     name = "content_sieve"
     id_field = "video_id"

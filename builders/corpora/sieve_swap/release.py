@@ -40,7 +40,7 @@ from .flags import INPUT_KEYS
 NAME = "sieve_swap"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "sieve_swap.md"
 
-#: Batra et al., ECCV 2024, §4.2, supp. A (Fig. 5-6) and spec §7: full-scale statistics next to which a build is reported
+#: Batra et al., ECCV 2024, §4.2, supp. A (Fig. 5-6): full-scale statistics next to which a build is reported
 PAPER_QUANTITIES: dict[str, float | None] = {
     "videos_V": 241_000, "videos_V1_title_sieve": 110_000, "videos_V2_content_sieve": 52_000,
     "videos_train": 48_000, "videos_validation": 3_000,
@@ -67,7 +67,7 @@ def raw_asr_row(r: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class VideoScan:
-    """One streamed pass over the released videos: what the recipes config, the file names and the §7 quantities
+    """One streamed pass over the released videos: what the recipes config, the file names and the paper's quantities
     need (counts, sums and the recipes used as top-1, never the videos)."""
 
     per_split: Counter = field(default_factory=Counter)
@@ -102,7 +102,7 @@ def recipe_rows(result: BuildResult, top1: Counter, scratch: Path) -> Iterator[d
 
 
 def quantities(result: BuildResult, scan: VideoScan, sample: bool) -> dict[str, dict[str, Any]]:
-    """The §7 quantities of this build next to the paper's, flagged when they deviate by more than 20%."""
+    """The paper's quantities of this build next to the paper's, flagged when they deviate by more than 20%."""
     kept = {name: st.kept for name, st in result.steps.items()}
     n_train, segs = scan.per_split["train"], scan.segment_durations_train
     value: dict[str, float | int | None] = {

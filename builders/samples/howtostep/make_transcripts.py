@@ -318,7 +318,7 @@ def dump(obj: dict) -> str:
 
 
 def count_sentences(segments: list[Seg]) -> int:
-    """Words ending with ``.``, ``!`` or ``?`` after closing quotes/brackets (the cut rule of spec §3.2)."""
+    """Words ending with ``.``, ``!`` or ``?`` after closing quotes/brackets (the sentence cut rule of docs/corpora/howtostep.md)."""
     return sum(w.rstrip(_CLOSERS).endswith((".", "!", "?")) for seg in segments for w in seg[-1].split())
 
 

@@ -182,7 +182,7 @@ def _steps(pairs: list[tuple[str, float, float]], title: str) -> str:
 
 
 def replay_lines() -> list[dict]:
-    """Recorded answers: the five ok videos, then one per LLM-dependent reason code (spec §10)."""
+    """Recorded answers: the five ok videos, then one per LLM-dependent reason code (docs/reason-codes.md)."""
     yes = "Yes\nExplanation: The presenter demonstrates each step of the task."
     ok = {
         "shwRoastVg1": _steps([("Wash the carrots and peppers.", 0.4, 5.7), ("Cut the vegetables into strips.", 6.4,
