@@ -81,7 +81,8 @@ def test_statistics_of_spec_section_1(sample):
     report = (sample / "report.html").read_text()
     assert report.count("words per step: mean") == 1 and "steps per sequence" not in report
     card = (sample / "README.md").read_text()  # the sample's keyframes come from the middle aligner: said once
-    assert "aligner `middle`" in card and "dynamic programme" not in card.split("**Keyframes**")[1].split("\n5.")[0]
+    keyframes = card.split("**Keyframes**")[1].split("\n5.")[0]
+    assert "aligner `middle`" in keyframes and "chosen by a dynamic programme" not in keyframes
 
 
 def test_the_release_loads_with_its_features(sample, tmp_path):
@@ -120,7 +121,7 @@ def test_card_report_and_upstream_layout(sample):
         img = Image.open(sample / "upstream" / "imgseqs" / f"{sid}.jpg")
         assert img.size == (160 * len(instructions), 120)
     html = (sample / "report.html").read_text()
-    assert "steps per sequence" in html
+    assert "segments per video" in html and "words per step" in html  # steps per sequence, drawn once
 
 
 def test_resume_after_sigkill(sample, tmp_path):
