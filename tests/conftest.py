@@ -59,3 +59,33 @@ def pytest_runtest_call(item: pytest.Item):
         outcome.force_exception(pytest.skip.Exception(
             f"{MISSING_MARK}: {name}: the file is not in this copy (tests/fixtures.json marks derived files, which "
             f"`{FETCH_COMMAND}` cannot fetch); set PROCVID_TEST_DATA=<dir> to a complete copy"))
+
+
+# ------------------------------------------------------------------------------------------ the headless browser
+
+CHROMIUM = os.environ.get("EXPLORE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _browser_missing(message: str) -> None:
+    """Fail under CI (``make test`` installs the browser), skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def chromium_browser():
+    """One headless Chromium (Debian's, driven by Playwright; never a downloaded browser) for the whole session:
+    Playwright's sync API cannot be started twice in one process, so every browser test shares this one."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _browser_missing("playwright is not installed (pip install -e '.[test]')")
+    if not Path(CHROMIUM).is_file():
+        _browser_missing(f"no Chromium at {CHROMIUM} (make browser: apt-get install chromium chromium-driver)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -22,8 +22,6 @@ from builders import docs_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def test_configuration_reference_is_current() -> None:
@@ -163,9 +161,7 @@ def _browser_ready() -> bool:
 @needs_mkdocs
 @pytest.mark.skipif(not _browser_ready(), reason="needs the playwright package and Debian's chromium "
                                                  "(apt-get install -y chromium)")
-def test_site_renders_and_navigates_in_a_headless_browser(site: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
+def test_site_renders_and_navigates_in_a_headless_browser(site: Path, chromium_browser) -> None:
     handler = functools.partial(_QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -173,10 +169,8 @@ def test_site_renders_and_navigates_in_a_headless_browser(site: Path) -> None:
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     errors: list[str] = []
     try:
-        with sync_playwright() as p:
-            executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-            browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-            page = browser.new_page()
+        page = chromium_browser.new_page()
+        try:
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             response = page.goto(base)
             assert response is not None and response.ok
@@ -188,7 +182,8 @@ def test_site_renders_and_navigates_in_a_headless_browser(site: Path) -> None:
             assert page.locator("table").count() >= 3
             page.goto(base + "configuration/")
             assert page.locator("text=sim_threshold").count() > 0
-            browser.close()
+        finally:
+            page.close()
     finally:
         server.shutdown()
     assert errors == []

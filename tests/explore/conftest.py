@@ -14,32 +14,14 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = os.environ.get("EXPLORE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENS = Path("/tmp/explore-screens")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _missing(message: str) -> None:
-    """Fail under CI (``make test`` installs the browser), skip elsewhere."""
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed (pip install -e '.[test]')")
-    if not Path(CHROMIUM).is_file():
-        _missing(f"no Chromium at {CHROMIUM} (make browser: apt-get install chromium chromium-driver)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+def browser(chromium_browser: Any) -> Any:
+    """The session's headless Chromium (``tests/conftest.py``)."""
+    return chromium_browser
 
 
 class Page:
