@@ -44,6 +44,7 @@ from .core.atomic import atomic_path, atomic_write_bytes, atomic_write_json
 
 __all__ = [
     "FINGERPRINT_FIELD",
+    "FINGERPRINT_TEXT",
     "ReleaseGateError",
     "ReleaseLocked",
     "clean_stale_stages",
@@ -508,6 +509,8 @@ FINGERPRINT_FIELD = "description"
 """The key of each ``configs:`` entry that carries the config's content fingerprint (see ``write_readme``)."""
 
 _FINGERPRINT_PREFIX = "sha256:"
+#: the words before the fingerprint in the card's ``description``: the Hub shows it, so it says what the hash is
+FINGERPRINT_TEXT = "Content fingerprint of this config's Parquet shards (a new value means new rows):"
 
 
 def config_fingerprint(root: str | os.PathLike, config: str, splits: list[str]) -> str:
@@ -548,7 +551,7 @@ def write_readme(
     from the files on disk, §5) and ``DatasetCardData``; ``size_categories`` from the total row count.
     The shards must be written first. Returns the README path.
 
-    **Content fingerprint.** Each ``configs:`` entry gets ``description: "sha256:<hex>"``, the
+    **Content fingerprint.** Each ``configs:`` entry gets ``description: "<FINGERPRINT_TEXT> sha256:<hex>"``, with the
     ``config_fingerprint`` of that config's shard files, read from disk. Why: ``datasets`` caches a local folder
     under ``<cache>/<folder name>/<config_id>/<version>/<hash>``, and for a folder whose README has ``configs:`` none
     of these depends on the files' contents. ``<hash>`` is ``Hasher.hash({"dataset_infos": ..., "builder_configs":
@@ -578,7 +581,7 @@ def write_readme(
         if cfg == default_config:
             entry["default"] = True
         sis = {s: split_info(root, cfg, s) for s in splits}
-        entry[FINGERPRINT_FIELD] = config_fingerprint(root, cfg, splits)
+        entry[FINGERPRINT_FIELD] = f"{FINGERPRINT_TEXT} {config_fingerprint(root, cfg, splits)}"
         configs[cfg] = entry
         total += sum(si.num_examples for si in sis.values())
         infos[cfg] = DatasetInfo(features=features_by_config[cfg], splits=SplitDict(sis))

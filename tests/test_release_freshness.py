@@ -16,6 +16,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders.release import (
     FINGERPRINT_FIELD,
+    FINGERPRINT_TEXT,
     ReleaseGateError,
     config_fingerprint,
     gate,
@@ -107,8 +108,9 @@ def test_an_identical_rewrite_keeps_the_same_readme_bytes(tmp_path):
 def test_the_fingerprint_is_in_what_datasets_hashes_and_survives_the_card(tmp_path):
     root = build(tmp_path / "rel", OLD)
     entry = readme_configs(root)["default"]
-    assert entry[FINGERPRINT_FIELD] == config_fingerprint(root, "default", ["train"])
-    assert entry[FINGERPRINT_FIELD].startswith("sha256:") and len(entry[FINGERPRINT_FIELD]) == len("sha256:") + 64
+    fp = config_fingerprint(root, "default", ["train"])
+    assert entry[FINGERPRINT_FIELD] == f"{FINGERPRINT_TEXT} {fp}"  # readable on the Hub, and content-bound
+    assert fp.startswith("sha256:") and len(fp) == len("sha256:") + 64
     card = DatasetCard.load(root / "README.md")
     kept = DatasetCardData(**card.data.to_dict())  # DatasetCardData keeps the configs entry as it is
     assert kept.configs == card.data.configs
