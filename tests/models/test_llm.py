@@ -401,3 +401,26 @@ def test_smollm2_guided_decoding_stays_inside_the_pattern(smollm2):
     assert a.finish_reason == "length" and regex.fullmatch(long, a.text, partial=True)  # 12 tokens: a prefix
     assert smollm2.generate([LLMRequest("h", "v", 0, "p", [{"role": "user", "content": "List numbers."}],
                                         guided_regex=long)])[0].text == a.text
+
+
+def test_replay_backend_keeps_its_outputs_on_disk_and_survives_pickling(tmp_path):
+    """The recorded outputs are indexed in a SQLite file, not held in memory; a worker process that receives the
+    backend pickled indexes the source again and answers the same; two different outputs for one chunk are refused."""
+    import json
+    import pickle
+
+    from builders.models.llm import LLMRequest, LLMSettings, ReplayBackend
+
+    src = tmp_path / "replay.jsonl"
+    src.write_text("".join(json.dumps({"video_id": f"v{i}", "chunk_index": 0, "raw_output": f"1. step {i}"}) + "\n"
+                           for i in range(50)), encoding="utf-8")
+    backend = ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))
+    assert not hasattr(backend, "outputs") and backend.info()["records"] == 50
+    again = pickle.loads(pickle.dumps(backend))
+    req = LLMRequest(request_id="r", video_id="v7", chunk_index=0, prompt_id="p", messages=[])
+    assert again.generate([req])[0].text == backend.generate([req])[0].text == "1. step 7"
+    assert again.digest == backend.digest
+    with src.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"video_id": "v7", "chunk_index": 0, "raw_output": "something else"}) + "\n")
+    with pytest.raises(ValueError, match="two different recorded outputs for video v7 chunk 0"):
+        ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))
