@@ -240,6 +240,49 @@ def _remove_parts(folder: Path, split: str) -> None:
                 p.unlink()
 
 
+class _ShardSequence:
+    """The shards of one split as they are written: Arrow tables go into the open hidden ``.part`` file, which closes
+    at ``max_rows`` rows or ``max_bytes`` Arrow bytes; ``finish`` renames the parts to their final names and
+    ``abort`` removes them."""
+
+    def __init__(self, folder: Path, split: str, features: Features, max_rows: int, max_bytes: int | None) -> None:
+        self.folder, self.split, self.features = folder, split, features
+        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self.parts: list[Path] = []
+        self.shard: _ShardFile | None = None
+
+    def room(self) -> int:
+        """Rows the open shard (or a new one) still takes."""
+        return self.max_rows - (self.shard.rows if self.shard else 0)
+
+    def add(self, table: pa.Table) -> None:
+        """Append ``table`` (at most ``room()`` rows) to the open shard, opening one first when none is."""
+        if self.shard is None:
+            self.shard = _ShardFile(self.folder / f".{self.split}-{len(self.parts):05d}.parquet.part", self.features)
+            self.parts.append(self.shard.path)
+        self.shard.add(table)
+        if self.shard.rows >= self.max_rows or (self.max_bytes and self.shard.bytes >= self.max_bytes):
+            self.shard.close()
+            self.shard = None
+
+    def finish(self, keep_empty: bool) -> list[Path]:
+        if self.shard is not None:
+            self.shard.close()
+            self.shard = None
+        if not self.parts and keep_empty:
+            empty = _ShardFile(self.folder / f".{self.split}-00000.parquet.part", self.features)
+            empty.close()
+            self.parts.append(empty.path)
+        return _finish_parts(self.folder, self.split, self.parts)
+
+    def abort(self) -> None:
+        if self.shard is not None:
+            self.shard.abort()
+        for p in self.parts:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+
 def write_split_stream(
     root: str | os.PathLike,
     config: str,
@@ -274,39 +317,17 @@ def write_split_stream(
     size = batch_rows or (MEDIA_BATCH_ROWS if embed else ENCODE_BATCH_ROWS)
     want = set(features)
     source = iter(rows() if callable(rows) else rows)
-    parts: list[Path] = []
-    shard: _ShardFile | None = None
+    seq = _ShardSequence(folder, split, features, max_rows_per_shard, max_bytes_per_shard)
     seen = 0
     try:
-        while True:
-            room = max_rows_per_shard - (shard.rows if shard else 0)
-            batch = list(itertools.islice(source, min(size, room)))
-            if not batch:
-                break
+        while batch := list(itertools.islice(source, min(size, seq.room()))):
             _check_batch(batch, want, seen)
             seen += len(batch)
-            if shard is None:
-                shard = _ShardFile(folder / f".{split}-{len(parts):05d}.parquet.part", features)
-                parts.append(shard.path)
-            shard.add(encode_rows(batch, features, embed=embed))
-            if shard.rows >= max_rows_per_shard or (max_bytes_per_shard and shard.bytes >= max_bytes_per_shard):
-                shard.close()
-                shard = None
-        if shard is not None:
-            shard.close()
-            shard = None
-        if not parts and keep_empty:
-            empty = _ShardFile(folder / f".{split}-00000.parquet.part", features)
-            empty.close()
-            parts.append(empty.path)
+            seq.add(encode_rows(batch, features, embed=embed))
+        return seq.finish(keep_empty)
     except BaseException:
-        if shard is not None:
-            shard.abort()
-        for p in parts:
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+        seq.abort()
         raise
-    return _finish_parts(folder, split, parts)
 
 
 def _finish_parts(folder: Path, split: str, parts: list[Path]) -> list[Path]:
@@ -344,8 +365,7 @@ def write_split_tables(
     folder.mkdir(parents=True, exist_ok=True)
     _remove_parts(folder, split)
     schema = features.arrow_schema
-    parts: list[Path] = []
-    shard: _ShardFile | None = None
+    seq = _ShardSequence(folder, split, features, max_rows_per_shard, max_bytes_per_shard)
     try:
         for table in tables:
             if not table.schema.equals(schema, check_metadata=False):
@@ -354,30 +374,13 @@ def write_split_tables(
             table = table.replace_schema_metadata(schema.metadata)
             offset = 0
             while offset < table.num_rows:
-                if shard is None:
-                    shard = _ShardFile(folder / f".{split}-{len(parts):05d}.parquet.part", features)
-                    parts.append(shard.path)
-                take = min(table.num_rows - offset, max_rows_per_shard - shard.rows)
-                shard.add(table.slice(offset, take))
+                take = min(table.num_rows - offset, seq.room())
+                seq.add(table.slice(offset, take))
                 offset += take
-                if shard.rows >= max_rows_per_shard or (max_bytes_per_shard and shard.bytes >= max_bytes_per_shard):
-                    shard.close()
-                    shard = None
-        if shard is not None:
-            shard.close()
-            shard = None
-        if not parts and keep_empty:
-            empty = _ShardFile(folder / f".{split}-00000.parquet.part", features)
-            empty.close()
-            parts.append(empty.path)
+        return seq.finish(keep_empty)
     except BaseException:
-        if shard is not None:
-            shard.abort()
-        for p in parts:
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+        seq.abort()
         raise
-    return _finish_parts(folder, split, parts)
 
 
 def _write_one_shard(path: Path, rows: list[Mapping[str, Any]], features: Features) -> None:
@@ -839,7 +842,6 @@ def write_drops(path: str | os.PathLike, result: Any) -> int:
         except BaseException:
             with _native_stderr_silenced(), contextlib.suppress(Exception):
                 writer.close()
-                del writer
             raise
         writer.close()
     return n

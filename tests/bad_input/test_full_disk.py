@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .toy_corpus import add_arguments, overrides_from_args, resolve_inputs  # noqa: F401 - the corpus hooks
 
 # ------------------------------------------------------------------------- the corpus (module-level interface)
 
@@ -34,18 +35,6 @@ class Config:
     n: int = 20             # rows; 20 fit a 2 MiB tmpfs with room, 800 do not
     tag: str = "a"          # changes every row (a new release key)
     limit: int | None = None
-
-
-def add_arguments(p) -> None:
-    pass
-
-
-def overrides_from_args(args) -> dict:
-    return {}
-
-
-def resolve_inputs(cfg: Config) -> tuple[Config, bool]:
-    return cfg, True
 
 
 def pipelines(cfg: Config, shard_size: int):
