@@ -151,4 +151,4 @@ if __name__ == "__main__":
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from .publish import exit_now
 
-    exit_now(main())
+    exit_now(main(), skip_teardown=True)

@@ -624,6 +624,38 @@ def _hub_offline() -> Iterator[None]:
         hub_constants.HF_HUB_OFFLINE = old_hub
 
 
+@contextlib.contextmanager
+def _resolve_once() -> Iterator[None]:
+    """The gate resolves one local folder seven times (its config names, its default, each config's builder), and
+    ``datasets`` re-reads and re-resolves the folder (README YAML, data-file patterns) on every call: 0.1 s each.
+    For the duration of the block the folder's ``DatasetModule`` is resolved once per set of arguments and each
+    caller gets a deep copy (``load_dataset_builder`` pops keys from the module's ``builder_kwargs``), so each
+    caller still sees exactly what its own resolution would return. Where ``datasets`` has moved the function, the
+    block does nothing (every call resolves)."""
+    import copy
+
+    import datasets.inspect as ds_inspect
+    import datasets.load as ds_load
+
+    original = getattr(ds_load, "dataset_module_factory", None)
+    if original is None or getattr(ds_inspect, "dataset_module_factory", None) is not original:
+        yield
+        return
+    resolved: dict[str, Any] = {}
+
+    def once(path: str, **kwargs: Any) -> Any:
+        key = repr((path, sorted(kwargs.items(), key=lambda kv: kv[0])))
+        if key not in resolved:
+            resolved[key] = original(path, **kwargs)
+        return copy.deepcopy(resolved[key])
+
+    ds_load.dataset_module_factory = ds_inspect.dataset_module_factory = once
+    try:
+        yield
+    finally:
+        ds_load.dataset_module_factory = ds_inspect.dataset_module_factory = original
+
+
 def gate(
     root: str | os.PathLike,
     *,
@@ -686,7 +718,7 @@ def gate(
                 raise ReleaseGateError(f"{cfg}/{name}: its schema differs from the features:\n"
                                        f"  file:     {got_schema.remove_metadata()}\n  expected: {want.remove_metadata()}")
 
-    with _quiet(), _hub_offline(), tempfile.TemporaryDirectory(
+    with _quiet(), _hub_offline(), _resolve_once(), tempfile.TemporaryDirectory(
             prefix="release-gate-", dir=None if cache_dir is None else str(cache_dir)) as gate_cache:
         try:
             names = sorted(get_dataset_config_names(str(root)))

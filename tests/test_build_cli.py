@@ -121,3 +121,30 @@ def test_help_lists_each_choice_once():
     run = subprocess.run([sys.executable, "eval/run.py", "--help"], capture_output=True, text=True, cwd=root,
                          check=True).stdout
     assert run.count("CrossTask zero-shot step localisation") == 1
+
+
+@pytest.mark.parametrize("rc", [0, 3])
+def test_exit_without_teardown_runs_atexit_handlers_and_keeps_the_exit_code(tmp_path, rc):
+    """``exit_now(rc, skip_teardown=True)`` (the build CLI's exit) skips the interpreter's teardown but still runs
+    the atexit handlers (logging's flush, Ray's shutdown, temp folder finalizers) and flushes what was printed."""
+    marker, tmp_dir = tmp_path / "atexit-ran", tmp_path / "finalized"
+    tmp_dir.mkdir()
+    code = (
+        "import atexit, logging, pathlib, shutil, sys, weakref\n"
+        "from builders.publish import exit_now\n"
+        f"atexit.register(lambda: pathlib.Path({str(marker)!r}).write_text('yes'))\n"
+        "class Holder: pass\n"
+        "h = Holder()\n"
+        f"weakref.finalize(h, shutil.rmtree, {str(tmp_dir)!r})\n"
+        "logging.basicConfig(stream=sys.stderr)\n"
+        "logging.getLogger('t').warning('logged before exit')\n"
+        "print('printed before exit', end='')\n"
+        f"exit_now({rc}, skip_teardown=True)\n"
+        "print('never')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == rc, p.stderr
+    assert p.stdout == "printed before exit"
+    assert "logged before exit" in p.stderr
+    assert marker.read_text() == "yes"
+    assert not tmp_dir.exists()

@@ -431,7 +431,7 @@ def item_file_sha(path: str | os.PathLike[str] | None, memo: FingerprintMemo | N
 
     A path that is not a regular file (a FIFO, a device, a directory) or a loop of symlinks is never opened: its
     digest names what it is (``"special:<file type>"``, ``"symlink-loop"``), so the shard is keyed and its step's
-    reader drops the item by name (docs/reason-codes.md). Other ``OSError``\ s (a permission, an I/O error) raise."""
+    reader drops the item by name (docs/reason-codes.md). Other OS errors (a permission, an I/O error) raise."""
     if path is None:
         return "-"
     try:

@@ -115,11 +115,26 @@ def build_parts(rows: ShardedRows, config: str, features: Features, splits: tupl
     return paths
 
 
+def _may_hold(meta: pq.FileMetaData, split: str) -> bool:
+    """Whether a part may hold rows of ``split``, from its footer's min/max statistics of the split column (a part
+    of one split is then skipped for the other without being read; no statistics: it may)."""
+    paths = [meta.schema.column(i).path for i in range(len(meta.schema))]
+    column = paths.index(PART_SPLIT) if PART_SPLIT in paths else None
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics if column is not None else None
+        if stats is None or not stats.has_min_max or stats.min <= split <= stats.max:
+            return True
+    return False
+
+
 def split_tables(parts: list[Path], split: str, features: Features) -> Iterator[pa.Table]:
     """The rows of ``split`` in ``parts``, one part's Arrow table at a time, without the split column."""
     names = list(features)
     for path in parts:
-        table = pq.read_table(str(path))
+        part = pq.ParquetFile(str(path))
+        if not _may_hold(part.metadata, split):
+            continue
+        table = part.read()
         table = table.filter(pc.equal(table[PART_SPLIT], split))
         if table.num_rows:
             yield table.select(names)

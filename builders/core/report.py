@@ -2,8 +2,9 @@
 
 Headline numbers, the per-step funnel (table + bar chart), kept/dropped by reason, the work done by this build, the
 paper comparison, and histograms of segments per video, words per step, segment durations and video durations, each
-with its mean. Plots are matplotlib (Agg, imported lazily) PNGs inlined as base64; CSS is inline; every text that
-comes from data or statistics is HTML-escaped. Works on an empty build (no videos kept): the plots say "no data".
+with its mean. Charts are small inline SVGs drawn in pure Python (``builders.core.charts``: milliseconds a report,
+no plotting library); CSS is inline, so the file is self-contained; every text that comes from data or statistics is
+HTML-escaped. Works on an empty build (no videos kept): the plots say "no data".
 
 The distributions are aggregated while streaming (``Tally``, ``ReportTallies``): a report over 370,000 videos holds
 counts of distinct (rounded) values, never the videos.
@@ -11,15 +12,14 @@ counts of distinct (rounded) values, never the videos.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-import itertools
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from builders.core import charts
 
 __all__ = ["ReportTallies", "Tally", "render_report", "write_report"]
 
@@ -36,22 +36,16 @@ th,td{padding:6px 10px;border-bottom:1px solid #eceff4;text-align:left} td.n,th.
 th{background:#eef1f6}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:16px}
 figure{margin:0;background:#fff;border-radius:8px;padding:8px;box-shadow:0 1px 3px rgba(0,0,0,.08)}
-figure img{width:100%;height:auto} figcaption{color:#5a6478;font-size:.85em;padding:4px}
+figure svg{display:block;max-width:100%;height:auto;margin:0 auto}
+figcaption{color:#5a6478;font-size:.85em;padding:4px}
 .nodata{background:#fff;border:1px dashed #b8c0cc;border-radius:8px;padding:28px;text-align:center;color:#7a8499}
 .flag{color:#a33;font-weight:600} .ok{color:#2a7a3a}
 """
-
-_BLUE, _ORANGE, _GREEN, _RED = "#4c72b0", "#dd8452", "#55a868", "#c44e52"
 
 
 def _e(x: Any) -> str:
     """HTML-escape any value that comes from data or statistics."""
     return html.escape(str(x), quote=True)
-
-
-def _mpl(x: Any) -> str:
-    """A label safe for matplotlib: ``$`` would start mathtext."""
-    return str(x).replace("$", r"\$")
 
 
 def _num(x: Any) -> str:
@@ -290,27 +284,9 @@ class ReportTallies:
         return out
 
 
-def _figure(width: float = 7.0, height: float = 3.6):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _img(b64: str, alt: str, caption: str) -> str:
-    return (
-        f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{b64}">'
-        f"<figcaption>{_e(caption)}</figcaption></figure>"
-    )
+def _figure(svg: str, caption: str) -> str:
+    """An inline SVG chart (``builders.core.charts``) and its caption."""
+    return f"<figure>{svg}<figcaption>{_e(caption)}</figcaption></figure>"
 
 
 def _nodata(what: str) -> str:
@@ -321,43 +297,11 @@ def _histogram(tally: Tally, *, title: str, xlabel: str, unit: str = "", integer
     """A histogram with the mean drawn and written on it (``<figure>`` HTML), or a "no data" box."""
     if not tally.n:
         return _nodata(title)
-    import numpy as np
-
     vals, counts = tally.values()
     mean, n = float(tally.mean), tally.n
-    fig = _figure()
-    ax = fig.add_subplot(1, 1, 1)
-    lo, hi = float(tally.min), float(tally.max)
-    if integer:
-        bins = np.arange(math.floor(lo), math.floor(hi) + 2) - 0.5
-        if len(bins) > 61:
-            bins = 60
-    else:
-        bins = min(60, max(5, int(math.sqrt(n)) * 2))
-    ax.hist(vals, bins=bins, range=None if integer else (lo, hi), weights=counts, color=_BLUE, edgecolor="white")
-    ax.axvline(mean, color=_RED, linestyle="--", linewidth=1.5)
-    ax.text(
-        0.98,
-        0.95,
-        f"mean = {mean:.2f}{unit}\nmedian = {float(tally.median):.2f}{unit}\nn = {n:,}",
-        transform=ax.transAxes,
-        ha="right",
-        va="top",
-        fontsize=9,
-        bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "#cccccc"},
-    )
-    ax.set_title(_mpl(title))
-    ax.set_xlabel(_mpl(xlabel))
-    ax.set_ylabel("count")
-    _integer_counts(ax)
-    return _img(_png(fig), title, f"{title}: mean {mean:.2f}{unit} over {n:,} values")
-
-
-def _integer_counts(ax: Any) -> None:
-    """Counts are whole numbers: no 0.5 ticks on a count axis."""
-    from matplotlib.ticker import MaxNLocator
-
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    svg = charts.histogram(vals.tolist(), counts.tolist(), title=title, xlabel=xlabel, unit=unit, integer=integer,
+                           mean=mean, median=float(tally.median))
+    return _figure(svg, f"{title}: mean {mean:.2f}{unit} over {n:,} values")
 
 
 def _trim_empty_bins(edges: list[float], counts: list[int]) -> tuple[list[float], list[int]]:
@@ -375,40 +319,16 @@ def _binned(title: str, hist: Mapping[str, Any]) -> str:
     if len(edges) != len(counts) + 1 or not sum(counts):
         return _nodata(title)
     edges, counts = _trim_empty_bins(edges, counts)
-    fig = _figure()
-    ax = fig.add_subplot(1, 1, 1)
-    widths = [b - a for a, b in itertools.pairwise(edges)]
-    ax.bar(edges[:-1], counts, width=widths, align="edge", color=_BLUE, edgecolor="white")
-    ax.set_title(_mpl(title))
-    ax.set_ylabel("count")
-    _integer_counts(ax)
-    return _img(_png(fig), title, f"{title}: {sum(counts):,} values")
+    return _figure(charts.binned_chart(edges, counts, title=title), f"{title}: {sum(counts):,} values")
 
 
 def _funnel_chart(steps: Mapping[str, Mapping[str, Any]]) -> str:
     names = list(steps)
     if not names:
         return _nodata("rows per step")
-    import numpy as np
-
     rows_in = [int(steps[n].get("rows_in") or 0) for n in names]
     kept = [int(steps[n].get("kept") or 0) for n in names]
-    fig = _figure(7.0, max(3.0, 0.9 + 0.55 * len(names)))
-    ax = fig.add_subplot(1, 1, 1)
-    y = np.arange(len(names))
-    ax.barh(y - 0.2, rows_in, height=0.4, color="#b8c4d9", label="rows in")
-    ax.barh(y + 0.2, kept, height=0.4, color=_BLUE, label="kept")
-    for yi, k, r in zip(y, kept, rows_in):
-        ax.text(k, yi + 0.2, f" {k:,} ({(100.0 * k / r if r else 0):.0f}%)", va="center", fontsize=8)
-    ax.set_yticks(y, [_mpl(n) for n in names])
-    ax.invert_yaxis()
-    ax.set_xlabel("rows")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.margins(x=0.18)
-    rates = [100.0 * k / r for k, r in zip(kept, rows_in) if r]
-    mean_keep = sum(rates) / len(rates) if rates else 0.0
-    ax.set_title(f"rows in and kept per step (mean keep rate per step = {mean_keep:.1f}%)", fontsize=11)
-    return _img(_png(fig), "rows per step", "rows in vs kept per step, in pipeline order")
+    return _figure(charts.funnel_chart(names, rows_in, kept), "rows in vs kept per step, in pipeline order")
 
 
 def _reasons_chart(drops: Mapping[str, int], kept_final: int | None) -> str:
@@ -416,24 +336,13 @@ def _reasons_chart(drops: Mapping[str, int], kept_final: int | None) -> str:
     if kept_final is None and not items:
         return _nodata("kept and dropped by reason")
     labels = ([("kept (release)", kept_final)] if kept_final is not None else []) + items
-    colors = ([_GREEN] if kept_final is not None else []) + [_ORANGE] * len(items)
-    fig = _figure(7.0, max(2.6, 0.9 + 0.4 * len(labels)))
-    ax = fig.add_subplot(1, 1, 1)
-    ys = list(range(len(labels)))
-    vals = [v for _, v in labels]
-    ax.barh(ys, vals, color=colors)
-    for yi, v in zip(ys, vals):
-        ax.text(v, yi, f" {v:,}", va="center", fontsize=8)
-    ax.set_yticks(ys, [_mpl(k) for k, _ in labels])
-    ax.invert_yaxis()
-    ax.set_xlabel("rows")
-    ax.set_title("kept and dropped, by reason")
-    ax.margins(x=0.15)
+    colours = ([charts.GREEN] if kept_final is not None else []) + [charts.ORANGE] * len(items)
     total_drop = sum(v for _, v in items)
     mean_drop = total_drop / len(items) if items else 0.0
-    ax.text(0.99, 0.02, f"dropped total = {total_drop:,}; mean per reason = {mean_drop:,.1f}",
-            transform=ax.transAxes, ha="right", va="bottom", fontsize=8, color="#444444")
-    return _img(_png(fig), "kept and dropped by reason", "rows kept in the release and rows dropped per named reason")
+    svg = charts.bar_chart([k for k, _ in labels], [v for _, v in labels], colours,
+                           title="kept and dropped, by reason",
+                           footnote=f"dropped total = {total_drop:,}; mean per reason = {mean_drop:,.1f}")
+    return _figure(svg, "rows kept in the release and rows dropped per named reason")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> str:

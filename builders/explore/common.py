@@ -48,7 +48,7 @@ def thumbnail_data_uri(data: bytes, width: int = 160, quality: int = 70) -> str 
     the bytes are not an image Pillow can read."""
     try:
         from PIL import Image
-    except ImportError:  # pragma: no cover - Pillow comes with matplotlib, a core dependency
+    except ImportError:  # pragma: no cover - Pillow is a core dependency (pyproject.toml)
         return None
     try:
         with Image.open(io.BytesIO(data)) as im:

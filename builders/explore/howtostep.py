@@ -24,22 +24,33 @@ _PROVENANCE_KEYS = ("labeler", "llm", "prompt_id", "visual_features", "anchor", 
                     "rounds", "transcript_source", "asr_model")
 
 
-def _matched_narration(step: dict[str, Any], narrations: list[dict[str, Any]]) -> int | None:
-    """The narration that Stage 1 matched the step to, read from the release: the one overlapping the Stage-1 window
-    most (Stage 1 places a step at its most similar narrations' times, Li et al. §3.2), else the final window;
-    ties and no overlap go to the nearest centre. ``None`` when the step has no window or the video no narration."""
-    lo, hi = step.get("stage1_start"), step.get("stage1_end")
-    if lo is None or hi is None:
-        lo, hi = step.get("start"), step.get("end")
-    if lo is None or hi is None or not narrations:
-        return None
-    centre = (lo + hi) / 2
+def _matched_narrations(steps: list[dict[str, Any]], narrations: list[dict[str, Any]]) -> list[int | None]:
+    """For each step, the narration that Stage 1 matched it to, read from the release: the one overlapping the
+    Stage-1 window most (Stage 1 places a step at its most similar narrations' times, Li et al. §3.2), else the final
+    window; ties and no overlap go to the nearest centre, then to the first narration. ``None`` for a step without a
+    window or a video without narrations. One (steps x narrations) array per video, not a scan per step."""
+    windows = []
+    for step in steps:
+        lo, hi = step.get("stage1_start"), step.get("stage1_end")
+        if lo is None or hi is None:
+            lo, hi = step.get("start"), step.get("end")
+        windows.append(None if lo is None or hi is None else (float(lo), float(hi)))
+    have = [i for i, w in enumerate(windows) if w is not None]
+    out: list[int | None] = [None] * len(steps)
+    if not have or not narrations:
+        return out
+    import numpy as np
 
-    def key(n: dict[str, Any]) -> tuple[float, float]:
-        s, e = n.get("start") or 0.0, n.get("end") or 0.0
-        return (-max(0.0, min(hi, e) - max(lo, s)), abs((s + e) / 2 - centre))
-
-    return min(narrations, key=key).get("index")
+    starts = np.array([float(n.get("start") or 0.0) for n in narrations])
+    ends = np.array([float(n.get("end") or 0.0) for n in narrations])
+    lo = np.array([windows[i][0] for i in have])[:, None]
+    hi = np.array([windows[i][1] for i in have])[:, None]
+    overlap = np.maximum(0.0, np.minimum(hi, ends) - np.maximum(lo, starts))
+    distance = np.abs((starts + ends) / 2 - (lo + hi) / 2)
+    distance = np.where(overlap == overlap.max(axis=1, keepdims=True), distance, np.inf)
+    for i, j in zip(have, distance.argmin(axis=1).tolist()):
+        out[i] = narrations[j].get("index")
+    return out
 
 
 def collect(rel: Release, n: int, seed: int) -> dict[str, Any]:
@@ -61,13 +72,14 @@ def collect(rel: Release, n: int, seed: int) -> dict[str, Any]:
                        "e": num(x.get("end"))} for x in (nrow.get("narrations") or [])[:MAX_NARRATIONS]]
         raw_narr = (nrow.get("narrations") or [])[:MAX_NARRATIONS]
         steps = []
-        for s in r.get("steps") or []:
+        matched = _matched_narrations(r.get("steps") or [], raw_narr)
+        for s, m in zip(r.get("steps") or [], matched):
             steps.append({
                 "i": s.get("step_index"), "c": s.get("chunk_index"), "t": clip_text(s.get("text")),
                 "s": num(s.get("start")), "e": num(s.get("end")), "sc": num(s.get("score")),
                 "s1s": num(s.get("stage1_start")), "s1e": num(s.get("stage1_end")), "s1sc": num(s.get("stage1_score")),
                 "pw": [num(p) for p in (s.get("pathway_scores") or [])],
-                "m": _matched_narration(s, raw_narr),
+                "m": m,
             })
         drops = [{"i": d.get("step_index"), "c": d.get("chunk_index"), "t": clip_text(d.get("text")),
                   "st": d.get("stage"), "r": d.get("reason"), "sc": num(d.get("score"))}

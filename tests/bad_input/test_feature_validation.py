@@ -234,7 +234,7 @@ def test_read_visual_features_counts_float64_overflow_as_a_bad_row(tmp_path):
 def test_tiny_build_drops_each_broken_feature_file_by_name_and_exits_0(tmp_path):
     """Issue 20 end to end: a 100,000-row file, a file with 10 % Inf rows and one with a ``1e30`` row among good
     videos: the build completes (exit 0), the first two are named drops, the third is repaired, nothing else lost."""
-    from tests.corpora.howtostep.conftest import FAST, GOOD, make_inputs, quick_report_figures, run_build, stats, table
+    from tests.corpora.howtostep.conftest import FAST, GOOD, make_inputs, run_build, stats, table
 
     ids = GOOD + ["longfeat001", "infrows0001", "hugeval0001"]
     inp = make_inputs(tmp_path, ids, features_dim=16)
@@ -247,8 +247,7 @@ def test_tiny_build_drops_each_broken_feature_file_by_name_and_exits_0(tmp_path)
     x = np.load(feats / "hugeval0001.npy")
     x[3, 0] = 1e30
     np.save(feats / "hugeval0001.npy", x)
-    with quick_report_figures():
-        rc, err, root = run_build(tmp_path / "out", *inp.args, *FAST, "--set", "epsilon2=-1", "--set", "epsilon1=0")
+    rc, err, root = run_build(tmp_path / "out", *inp.args, *FAST, "--set", "epsilon2=-1", "--set", "epsilon1=0")
     assert rc == 0, err[-3000:]
     dropped = {d["video_id"]: d["reason"] for d in table(root, "dropped_videos")}
     assert dropped == {"longfeat001": FEATURE_DURATION_MISMATCH, "infrows0001": BAD_FEATURES}

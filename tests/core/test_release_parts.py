@@ -119,3 +119,31 @@ def test_sharded_scan_folds_changed_shards_only(tmp_path):
     rewrite_shard(result, 2, "x")
     assert sum(scan_partials(scan, code={}), Counter()) == Counter(train=9, test=3) and folds == [5, 5, 2, 2]
     assert len(list((data.dir / PARTS_DIR / "_scan-splits").iterdir())) == 3
+
+
+def test_split_tables_skip_a_part_without_the_split_by_its_footer(tmp_path, monkeypatch):
+    """A part holding only ``train`` rows is not read for ``test`` (the split column's min/max in the footer say so);
+    a part holding both is read for both; the rows are the part's rows of that split, in order."""
+    import pyarrow as pa
+
+    from builders.core import release_parts
+    from builders.core.release_parts import PART_SPLIT, _may_hold, split_tables
+
+    train_only, both = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(pa.table({"id": ["1", "2"], "text": ["x", "y"], PART_SPLIT: ["train", "train"]}), train_only)
+    pq.write_table(pa.table({"id": ["3", "4", "5"], "text": ["p", "q", "r"], PART_SPLIT: ["train", "test", "train"]}),
+                   both)
+    assert _may_hold(pq.ParquetFile(train_only).metadata, "train")
+    assert not _may_hold(pq.ParquetFile(train_only).metadata, "test")
+    assert _may_hold(pq.ParquetFile(both).metadata, "test")
+    assert not _may_hold(pq.ParquetFile(both).metadata, "validation")  # after max "train"
+    read = []
+    real = release_parts.pq.ParquetFile.read
+    monkeypatch.setattr(release_parts.pq.ParquetFile, "read",
+                        lambda self, *a, **k: read.append(1) or real(self, *a, **k))
+    feats = {"id": None, "text": None}
+    got = [t.to_pylist() for t in split_tables([train_only, both], "test", feats)]
+    assert got == [[{"id": "4", "text": "q"}]] and len(read) == 1
+    got = [t.to_pylist() for t in split_tables([train_only, both], "train", feats)]
+    assert got == [[{"id": "1", "text": "x"}, {"id": "2", "text": "y"}],
+                   [{"id": "3", "text": "p"}, {"id": "5", "text": "r"}]]

@@ -1,8 +1,19 @@
 from __future__ import annotations
 
+import re
+import xml.etree.ElementTree as ET
+
 import pytest
 
 from builders.core.report import write_report
+
+
+NS = {"svg": "http://www.w3.org/2000/svg"}
+
+
+def _svgs(html: str) -> list[ET.Element]:
+    """The report's inline charts, each parsed as XML (a chart that is not well-formed fails here)."""
+    return [ET.fromstring(m) for m in re.findall(r"<svg\b.*?</svg>", html, flags=re.S)]
 
 
 def stats(reason: str = "no_title_match") -> dict:
@@ -23,13 +34,19 @@ def test_report_has_plots_and_escapes_text(tmp_path):
     html = path.read_text()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
     assert "T &lt;i&gt;" in html
-    assert html.count("data:image/png;base64,") >= 4
-    assert "title_sieve" in html
+    svgs = _svgs(html)
+    assert len(svgs) == 6 and "data:image/png" not in html  # funnel, reasons and four histograms, inline
+    assert [s.get("aria-label") for s in svgs] == [
+        "rows in and kept per step (mean keep rate per step = 80.0%)", "kept and dropped, by reason",
+        "segments per video", "words per step", "segment durations", "video durations"]
+    assert "title_sieve" in html and "<script>alert(1)</script>" in "".join(svgs[1].itertext())
+    assert "segments per video: mean 2.00 over 4 values" in html  # the captions stay
 
 
 def test_report_without_videos(tmp_path):
     html = write_report(tmp_path / "r.html", title="empty", stats=stats(), videos=[]).read_text()
     assert "no data" in html.lower()
+    assert html.count("segments per video: no data") == 1 and len(_svgs(html)) == 2  # the funnel and reasons
 
 
 def test_corpus_histograms_are_drawn_and_empty_ones_say_no_data(tmp_path):
@@ -40,7 +57,9 @@ def test_corpus_histograms_are_drawn_and_empty_ones_say_no_data(tmp_path):
         "empty": {"edges": [0.0, 1.0], "counts": [0]}}}
     html = render_report(title="t", stats=stats, videos=[])
     assert "Corpus-specific distributions" in html
-    assert "Stage-1 &lt;score&gt;: 4 values" in html and "data:image/png;base64," in html
+    assert "Stage-1 &lt;score&gt;: 4 values" in html
+    (svg,) = _svgs(html)
+    assert svg.get("aria-label") == "Stage-1 <score>" and len(svg.findall(".//svg:rect[@class='bar']", NS)) == 2
     assert "empty: no data" in html
 
 

@@ -134,22 +134,6 @@ def make_inputs(root: Path, ids: list[str] | None = None, *, answer: Callable[[s
     return Inputs(root, list(answers), args)
 
 
-#: a 1x1 PNG: what the build report embeds for each figure while ``quick_report_figures`` is on
-TINY_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-
-
-@contextlib.contextmanager
-def quick_report_figures():
-    """Skip the PNG encoding of the build report's figures (matplotlib's ``tight_layout`` + ``savefig``, ~0.3 s
-    each, a dozen per build): the report is still rendered and written, with a 1x1 image per figure. The report
-    itself is checked by test_build.py and test_bad_input.py, which do not use this."""
-    import pytest
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("builders.core.report._png", lambda fig: TINY_PNG)
-        yield
-
-
 def run_build(out: Path, *args: str) -> tuple[int, str, Path]:
     """``python -m builders.build howtostep --out OUT ARGS`` in-process: (exit code, stderr, release folder)."""
     from builders.build import main

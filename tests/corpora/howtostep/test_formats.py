@@ -18,7 +18,6 @@ from .conftest import (
     FAST,
     build_ok,
     narration_chunks,
-    quick_report_figures,
     run_build,
     stats,
     table,
@@ -26,12 +25,6 @@ from .conftest import (
     write_videos_csv,
     write_whisperx,
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _quick_report():
-    with quick_report_figures():
-        yield
 
 
 def _first_words_steps(sentences: list[str], n: int = 6) -> str:

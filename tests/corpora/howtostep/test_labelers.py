@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import FAST, build_ok, make_inputs, manifest, quick_report_figures, run_build, stats, table
+from .conftest import FAST, build_ok, make_inputs, manifest, run_build, stats, table
 
 IDS = ["Mc8vN4dLs3F", "Gw7mR2cXh5D"]
 #: a video that says "Keep stirring the pot." six times (no other narration shares a word with it, none shares a
@@ -38,12 +38,6 @@ def _answer(vid: str, ci: int, chunk: str) -> str:
     w = chunk.split()
     steps = [" ".join(w[8 * k:8 * k + 8]) for k in range(min(3, len(w) // 8))]
     return "Here are the steps:\n" + "\n".join(f"{k + 1}. {s}" for k, s in enumerate(steps))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _quick_report():
-    with quick_report_figures():
-        yield
 
 
 def _steps(root: Path) -> dict[str, dict]:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.perf.scale_inputs import make_howtostep_inputs
 
-from .conftest import FAST, build_ok, quick_report_figures, stats
+from .conftest import FAST, build_ok, stats
 
 #: per-video stages: each holds the edited video in one shard, which is all they redo
 PER_VIDEO = ("transcribe", "narrations", "llm_steps", "require_steps", "visual_features", "stage1", "stage1_labels",
@@ -46,8 +46,7 @@ def _tables(root: Path) -> dict[str, list[dict]]:
 
 
 def _build(out: Path, args: list[str]) -> Path:
-    with quick_report_figures():
-        return build_ok(out, *args)
+    return build_ok(out, *args)
 
 
 def _rerun(out: Path, args: list[str]):

@@ -117,7 +117,7 @@ def test_statistics_drops_and_report(sample):
     assert q["videos_train"]["value"] == stats["release"]["default"]["train"] and q["videos_train"]["paper"] == 48_000
     assert "sample build" in q["videos_train"]["flag"]
     html = (sample / "report.html").read_text()
-    assert html.count("<img") >= 4 and "no_swapped_segments" in html
+    assert html.count("<svg") >= 4 and "no_swapped_segments" in html
     manifest = json.loads((sample / "manifest.json").read_text())
     assert manifest["config"]["sim_threshold"] == 0.75 and manifest["sample"] is True
     assert manifest["models"]["sentence_encoder"]["model_id"] == "sentence-transformers/all-mpnet-base-v2"
