@@ -8,13 +8,18 @@ and the end of the run says how many were skipped and which command fetches the 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fixture_data import FETCH_COMMAND, fixtures_dir, missing_message
 
 MISSING_MARK = "real data fixtures not found"
+_REPO = Path(__file__).resolve().parents[1]
 
 
 def _repo_root() -> Path:
@@ -89,3 +94,35 @@ def chromium_browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def sample_release(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``sample_release(corpus)``: the bundled sample of ``corpus`` as ``make sample`` builds it (``python -m
+    builders.build <corpus>``), built once per session on first use. ``EXPLORE_SAMPLE_RELEASES=DIR`` (a folder of
+    ``<corpus>/`` releases already built, e.g. where ``make sample`` ran) copies those instead of building; without it,
+    the releases ``make sample`` wrote into the repository root are copied when they carry an ``explore.html`` (built
+    by this toolkit version's release flow)."""
+    out = tmp_path_factory.mktemp("explore-samples")
+    given = os.environ.get("EXPLORE_SAMPLE_RELEASES")
+    if not given and all((_REPO / c / "explore.html").is_file() for c in ("howtostep", "showhowto", "sieve_swap",
+                                                                           "marc")):
+        given = str(_REPO)
+    built: dict[str, Path] = {}
+
+    def get(corpus: str) -> Path:
+        if corpus in built:
+            return built[corpus]
+        if given and (Path(given) / corpus / "manifest.json").is_file():
+            shutil.copytree(Path(given) / corpus, out / corpus)
+        else:
+            cmd = [sys.executable, "-m", "builders.build", corpus, "--out", str(out), "--work-dir",
+                   str(out / ".work" / corpus), "--no-progress", "-q"]
+            proc = subprocess.run(cmd, cwd=_REPO, capture_output=True, text=True, timeout=1800)
+            assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+        built[corpus] = out / corpus
+        get.had_explorer[corpus] = (out / corpus / "explore.html").is_file()  # type: ignore[attr-defined]
+        return built[corpus]
+
+    get.had_explorer = {}  # type: ignore[attr-defined]  # corpus -> the release came with explore.html
+    return get
