@@ -1,5 +1,8 @@
 """``python -m builders.build <corpus> [options]``: build a corpus release (bundled sample when no input is given).
 
+A thin layer over the Python API (``builders.api``, docs/python-api.md): the flags fill a ``BuildOptions`` (whose
+fields hold the defaults) and ``builders.api.build_from_options`` builds; this module maps exceptions to exit codes.
+
 Exit codes: 0 built; 2 bad config, input or work directory (locked by another build, not ours to ``--fresh``);
 3 nothing survived (statistics written beside the last release, which is kept); 4 shards left unfinished by
 persistent transient failures (rerun to retry them); 5 a step's error drops exceed ``--max-error-rate``.
@@ -21,49 +24,57 @@ import sys
 import traceback
 
 from .core.config import ConfigError
+from .core.driver import ENGINES, BuildOptions
 from .corpora import CORPORA, DESCRIPTIONS, CorpusNotBuilt
 from .corpora import load as load_corpus
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    """The build options: one flag per ``BuildOptions`` field (``dest`` = field name), its default read from there."""
+    d = BuildOptions()
     g = p.add_argument_group("build options")
-    g.add_argument("--out", default=".", help="release goes to OUT/<corpus>/ (default: current directory)")
-    g.add_argument("--work-dir", default=None, help="caches and shards (default: OUT/.work/<corpus>)")
-    g.add_argument("--config", default=None, help="YAML file of config overrides")
+    g.add_argument("--out", default=d.out, help="release goes to OUT/<corpus>/ (default: current directory)")
+    g.add_argument("--work-dir", default=d.work_dir, help="caches and shards (default: OUT/.work/<corpus>)")
+    g.add_argument("--config", default=d.config, help="YAML file of config overrides")
     g.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key (repeatable), e.g. --set sim_threshold=0.8")
-    g.add_argument("--engine", choices=("local", "ray"), default="local", help="runner (default: local)")
-    g.add_argument("--workers", type=int, default=1, help="worker processes / Ray actors (default: 1)")
-    g.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
-    g.add_argument("--limit", type=int, default=None, help="only the first N videos (trial builds)")
-    g.add_argument("--fresh", action="store_true",
+    g.add_argument("--engine", choices=ENGINES, default=d.engine, help="runner (default: %(default)s)")
+    g.add_argument("--workers", type=int, default=d.workers,
+                   help="worker processes / Ray actors (default: %(default)s)")
+    g.add_argument("--ray-address", default=d.ray_address, help="Ray cluster address (default: start a local Ray)")
+    g.add_argument("--limit", type=int, default=d.limit, help="only the first N videos (trial builds)")
+    g.add_argument("--fresh", action="store_true", default=d.fresh,
                    help="delete this corpus's caches first (only in a work directory the toolkit made)")
-    g.add_argument("--wait", action="store_true",
+    g.add_argument("--wait", action="store_true", default=d.wait,
                    help="if another build holds the work directory, wait for it instead of exiting")
-    g.add_argument("--gpus", type=int, default=None,
+    g.add_argument("--gpus", type=int, default=d.gpus,
                    help="GPUs to use for GPU steps (default: CUDA_VISIBLE_DEVICES / all visible)")
-    g.add_argument("--max-error-rate", dest="max_error_rate", type=float, default=0.01,
-                   help="fail a step whose rows failing with an error (step_error) exceed this share (default 0.01)")
-    g.add_argument("--retry-errors", dest="retry_errors", action="store_true",
+    g.add_argument("--max-error-rate", dest="max_error_rate", type=float, default=d.max_error_rate,
+                   help="fail a step whose rows failing with an error (step_error) exceed this share "
+                        "(default %(default)s)")
+    g.add_argument("--retry-errors", dest="retry_errors", action="store_true", default=d.retry_errors,
                    help="re-run the shards whose rows were dropped as step_error in an earlier build")
-    g.add_argument("--retries", type=int, default=3,
+    g.add_argument("--retries", type=int, default=d.retries,
                    help="retries of a transient failure (timeout, connection, CUDA OOM) before a shard is left "
-                        "unfinished (default 3)")
-    g.add_argument("--shard-size", type=int, default=None, help="rows per work shard")
-    g.add_argument("--keep-generations", dest="keep_generations", type=int, default=2, metavar="N",
+                        "unfinished (default %(default)s)")
+    g.add_argument("--shard-size", type=int, default=d.shard_size, help="rows per work shard")
+    g.add_argument("--keep-generations", dest="keep_generations", type=int, default=d.keep_generations,
+                   metavar="N",
                    help="stage folders kept per stage in the work directory: this build's and the N-1 used most "
-                        "recently before it (older ones are deleted; default 2)")
-    g.add_argument("--no-progress", action="store_true", help="no progress bars")
-    g.add_argument("-q", "--quiet", action="store_true", help="no summary table")
-    g.add_argument("--debug", action="store_true",
+                        "recently before it (older ones are deleted; default %(default)s)")
+    g.add_argument("--no-progress", dest="progress", action="store_false", default=d.progress,
+                   help="no progress bars")
+    g.add_argument("-q", "--quiet", action="store_true", default=d.quiet, help="no summary table")
+    g.add_argument("--debug", action="store_true", default=d.debug,
                    help="on failure, print the Python traceback before the one-line error")
     h = p.add_argument_group("publish options (build, then python -m builders.publish OUT/<corpus>)")
-    h.add_argument("--push", default=None, metavar="ORG/NAME", help="publish the release to this Hub dataset repo")
-    h.add_argument("--version", default=None, metavar="vX.Y.Z", help="the release tag (with --push)")
-    h.add_argument("--private", action="store_true", help="create the Hub repo private (with --push)")
+    h.add_argument("--push", default=d.push, metavar="ORG/NAME", help="publish the release to this Hub dataset repo")
+    h.add_argument("--version", default=d.version, metavar="vX.Y.Z", help="the release tag (with --push)")
+    h.add_argument("--private", action="store_true", default=d.private,
+                   help="create the Hub repo private (with --push)")
     from .publish import add_limit_arguments
 
-    add_limit_arguments(h, prefix="push-")
+    add_limit_arguments(h, prefix="push-")   # --push-timeout, --push-deadline: builders.publish's defaults
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -86,10 +97,11 @@ def failure(exc: BaseException) -> tuple[int, str]:
     symlink loops); 3 nothing survived; 4 unfinished shards; 5 too many ``step_error`` drops; 130 interrupted;
     1 anything unexpected (a bug: ``--debug`` shows where)."""
     from .core.errors import BuildIncomplete, ErrorRateExceeded, describe_os_error, os_error_in
-    from .core.release_flow import BuildEmpty
     from .core.workdir import WorkDirError
     from .publish import PublishError, one_line
-    from .release import ReleaseGateError, ReleaseLocked
+    from .release.flow import BuildEmpty
+    from .release.gate import ReleaseGateError
+    from .release.swap import ReleaseLocked
 
     if isinstance(exc, KeyboardInterrupt):
         return 130, "interrupted; rerun the same command to resume (finished shards are kept)"
@@ -126,24 +138,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus)   # CorpusNotBuilt is a ConfigError-like refusal: exit 2 below
-    if args.push or args.version or args.private:   # checked before any work
-        from .publish import PublishError, check_limits, check_repo_id, parse_version
+    from .api import build_from_options
 
-        if not (args.push and args.version):
-            raise PublishError("--push ORG/NAME and --version vX.Y.Z go together")
-        parse_version(args.version)
-        check_repo_id(args.push)
-        check_limits(args.push_timeout, args.push_deadline)
-    from .core.driver import run_build
-
-    summary = run_build(corpus, args)
-    if not args.quiet:
-        print(summary)
-    if args.push:
-        from .publish import publish
-
-        publish(os.path.join(args.out, corpus.NAME), args.push, args.version, private=args.private,
-                timeout=args.push_timeout, deadline=args.push_deadline, hard_exit=True)
+    build_from_options(corpus, BuildOptions.from_args(args), hard_exit=True)
     return 0
 
 

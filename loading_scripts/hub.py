@@ -27,7 +27,7 @@ _SEMVER = re.compile(r"^v(\d+)\.(\d+)\.(\d+)\Z")
 
 def restore_interrupted_swap(folder: str | os.PathLike) -> bool:
     """Rename ``.<name>.old`` back to ``<name>`` when a build was killed between the two renames of its release swap
-    (``builders.release.publish``) and left no ``<name>``; returns whether it did.
+    (``builders.release.swap.swap_into_place``) and left no ``<name>``; returns whether it did.
 
     Done under the build's release lock (``.<name>.lock``, taken without waiting): while a build holds it, the swap
     is in progress and is left alone. Without ``fcntl`` or write access nothing is done.

@@ -1,7 +1,7 @@
 """Schemas, config names and a loader for the Sieve & Swap corpus (``sieve_swap``).
 
 The one source of truth for the release's ``datasets.Features`` (docs/corpora/sieve_swap.md), used by the builder
-(``builders/release.py`` writes the README ``dataset_info`` from it) and by users. This is a plain module, not a
+(``builders/release/card.py`` writes the README ``dataset_info`` from it) and by users. This is a plain module, not a
 ``datasets`` loading script: ``datasets`` 4+ refuses scripts (docs/publishing.md), a release is Parquet + README.
 
 Paper: Batra et al., "Efficient Pre-training for Localized Instruction Generation of Procedural Videos", ECCV 2024.

@@ -23,6 +23,8 @@ RULES = {
     ("eval", "builders.corpora"),
     ("loading_scripts", "builders"),
     ("builders.explore", "builders.corpora"), ("builders.explore", "builders.nasva"),
+    ("builders.core", "builders.release"), ("builders.release", "builders.corpora"),
+    ("builders.steps", "builders.corpora"),
 }
 
 

@@ -54,7 +54,7 @@ def test_release_notes_compare_row_counts_with_the_previous_version():
     assert "| steps | train | 5 | 7 | +2 |" in notes and "| narrations | train | 3 | – | – |" in notes
     first = publish.release_notes("acme/toy", "v1.0.0", None, layout, None)
     assert "none (first release)" in first and "| steps | train | 7 |" in first
-    assert publish._strip_notes("# T\n\nbody\n\n" + notes) == "# T\n\nbody\n\n"
+    assert publish.strip_notes("# T\n\nbody\n\n" + notes) == "# T\n\nbody\n\n"
 
 
 def test_upload_files_leave_out_hidden_lock_and_tmp_files(tmp_path):
@@ -133,8 +133,8 @@ class _Dropped(ConnectionError):
 def test_retries_print_attempt_and_wait(monkeypatch):
     """Each retry says which attempt failed, of how many, and how long it waits."""
     sleeps: list[float] = []
-    monkeypatch.setattr(publish, "_sleep", sleeps.append)
-    monkeypatch.setattr(publish, "MAX_TRIES", 3)
+    monkeypatch.setattr(publish.retry, "_sleep", sleeps.append)
+    monkeypatch.setattr(publish.retry, "MAX_TRIES", 3)
     calls, lines = [], []
 
     def flaky():
@@ -150,7 +150,7 @@ def test_retries_print_attempt_and_wait(monkeypatch):
 
 
 def test_a_retry_that_would_pass_the_deadline_is_not_made(monkeypatch):
-    monkeypatch.setattr(publish, "_sleep", lambda s: pytest.fail("slept past the deadline"))
+    monkeypatch.setattr(publish.retry, "_sleep", lambda s: pytest.fail("slept past the deadline"))
 
     def dropped():
         raise _Dropped("reset by peer")
@@ -162,7 +162,7 @@ def test_a_retry_that_would_pass_the_deadline_is_not_made(monkeypatch):
 def test_offline_refusals_are_never_retried(monkeypatch):
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    monkeypatch.setattr(publish, "_sleep", lambda s: pytest.fail("retried an offline refusal"))
+    monkeypatch.setattr(publish.retry, "_sleep", lambda s: pytest.fail("retried an offline refusal"))
 
     def offline():
         raise OfflineModeIsEnabled("Cannot reach https://huggingface.co: offline mode is enabled")

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from .errors import ShardUnfinished, describe, is_transient
 from .records import Out
-from .shards import read_rows, read_stats, shard_name, write_shard
+from .shards import read_rows, read_stats, work_shard_name, write_shard
 from .step import FitInputs, Step
 
 STEP_ERROR = "step_error"
@@ -167,7 +167,7 @@ def run_shard(task: StageTask, i: int) -> dict[str, Any]:
 def shard_is_done(task: StageTask, i: int) -> dict[str, Any] | None:
     """The stats of shard ``i`` if it is finished, computed from the current input shard, under the current fitted
     state and per-item inputs, and (under ``--retry-errors``) has no ``step_error`` drop; else None."""
-    path = task.out_dir / f"{shard_name(i)}.stats.json"
+    path = task.out_dir / f"{work_shard_name(i)}.stats.json"
     if not path.exists():
         return None
     stats = read_stats(task.out_dir, i)

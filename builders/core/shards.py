@@ -40,7 +40,8 @@ def write_json_file(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, sort_keys=True, indent=1, default=str))
 
 
-def shard_name(i: int) -> str:
+def work_shard_name(i: int) -> str:
+    """The base name ``part-{i:05d}`` of work shard ``i`` (a release shard is ``builders.release.writer.shard_name``)."""
     return f"part-{i:05d}"
 
 
@@ -48,7 +49,7 @@ def write_shard(stage_dir: Path, i: int, rows: list[Row], drops: list[Drop], sta
                 input_digest: str = "") -> dict[str, Any]:
     """Write shard ``i`` (rows, drops, then stats with ``digest`` and ``input_digest``); returns the stats."""
     stage_dir.mkdir(parents=True, exist_ok=True)
-    base = stage_dir / shard_name(i)
+    base = stage_dir / work_shard_name(i)
     digest = _atomic_parquet(pa.Table.from_pylist(rows) if rows else pa.table({}), base.with_suffix(".parquet"))
     drops_path = Path(f"{base}.drops.parquet")
     if drops:  # most shards drop nothing: no file then (fewer files in the work directory)
@@ -58,19 +59,6 @@ def write_shard(stage_dir: Path, i: int, rows: list[Row], drops: list[Drop], sta
     stats = {**stats, "digest": digest, "input_digest": input_digest}
     write_json_file(Path(f"{base}.stats.json"), stats)
     return stats
-
-
-def shard_done(stage_dir: Path, i: int, input_digest: str | None = None) -> bool:
-    """Shard ``i`` is finished (and, when ``input_digest`` is given, was computed from that input)."""
-    path = stage_dir / f"{shard_name(i)}.stats.json"
-    if not path.exists():
-        return False
-    if input_digest is None:
-        return True
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("input_digest") == input_digest
-    except (OSError, ValueError):
-        return False
 
 
 def _named(err: BaseException, path: Path) -> BaseException:
@@ -94,7 +82,7 @@ def _read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
 
 
 def read_rows(stage_dir: Path, i: int, columns: list[str] | None = None) -> list[Row]:
-    path = stage_dir / f"{shard_name(i)}.parquet"
+    path = stage_dir / f"{work_shard_name(i)}.parquet"
     if columns is not None:  # read only the columns asked for (the file's other columns are never decoded)
         try:
             names = set(pq.read_schema(path).names)
@@ -113,14 +101,14 @@ def read_rows(stage_dir: Path, i: int, columns: list[str] | None = None) -> list
 
 def read_drops(stage_dir: Path, i: int) -> list[dict[str, str]]:
     """The drops of a finished shard (none when it has no drops file)."""
-    path = stage_dir / f"{shard_name(i)}.drops.parquet"
+    path = stage_dir / f"{work_shard_name(i)}.drops.parquet"
     if not path.exists():
         return []
     return _read_table(path).to_pylist()
 
 
 def read_stats(stage_dir: Path, i: int) -> dict[str, Any]:
-    return json.loads((stage_dir / f"{shard_name(i)}.stats.json").read_text(encoding="utf-8"))
+    return json.loads((stage_dir / f"{work_shard_name(i)}.stats.json").read_text(encoding="utf-8"))
 
 
 class StageData:

@@ -14,18 +14,100 @@ Lifecycle, on any runner::
     step.process(rows, out)           # per shard: out.keep(row) / out.drop(id, reason, detail) / out.count(name)
     step.teardown()                   # once per worker when the stage is done: free models (GPU memory)
 
-To add a stage: subclass Step, set ``name``/``version``/``config_keys``, implement ``process`` (and ``fit`` when it
-needs the whole input, ``input_paths`` when it reads files), and add an instance to the corpus's pipeline list.
+To add a stage: write a ``@dataclass(eq=False)`` subclass of Step whose fields are its parameters (each with the
+paper's default and citation; files it reads are :func:`input_path` fields), set ``name`` / ``version`` and the row
+contract (``reads`` / ``writes``), implement ``process`` (and ``fit`` when it needs the whole input), and construct it
+in the corpus's pipeline function from the corpus config. Its cache key is its fields (no hand-kept key list), its
+input files are fingerprinted by content, its :meth:`Step.resources` say what a worker needs and ``requires`` names
+the optional packages it imports (checked when the pipeline is assembled, with the extra that installs them).
+
+A step or source that is not a dataclass is a *legacy* one: it takes the whole corpus config (``cfg``) and keys its
+cache with the hand-kept ``config_keys`` / ``input_keys`` tuples (being replaced, issue 21).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
 
+from .config import ConfigError
 from .records import Count, Drop, Out, Row
 from .shards import StageData
+
+
+class PipelineError(ConfigError):
+    """A pipeline that cannot run, found when it is assembled, before any work: a field a step reads that nothing
+    upstream writes, a missing optional dependency."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one worker of a step needs (the shape of NeMo Curator's ``Resources``): CPU cores, GPUs (a fraction
+    shares one), memory in GiB (0: not declared). Runners start one worker per GPU for a GPU step."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+    memory_gb: float = 0.0
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """An optional package a step imports (``module``) and the pyproject extra that installs it."""
+
+    module: str
+    extra: str
+
+    def missing(self) -> bool:
+        try:
+            return importlib.util.find_spec(self.module) is None
+        except (ImportError, ValueError):
+            return True
+
+
+#: the field metadata key of a path parameter: "stage" (its content keys the whole stage) or "item" (its content
+#: feeds rows one by one and keys each shard through ``item_digest``)
+INPUT = "procvid_input"
+
+
+def input_path(*, per_item: bool = False, default: Any = None) -> Any:
+    """A dataclass field holding a file or folder (or a sequence of them) that the step reads: fingerprinted by
+    content; ``per_item``: it feeds rows one by one (a video's slice of ``raw_caption.json``, its WhisperX file), so
+    :meth:`Step.item_digest` keys each shard instead of the whole stage."""
+    kind = "item" if per_item else "stage"
+    if isinstance(default, (list, tuple, set, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={INPUT: kind})
+    return field(default=default, metadata={INPUT: kind})
+
+
+#: the field metadata key of an execution setting: how the step runs (device, batch size, search block), not what it
+#: outputs; it does not key the cache
+EXECUTION = "procvid_execution"
+
+
+def execution_setting(default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field that says how the step runs, not what it outputs (a torch device, a batch size): it is not
+    part of the cache key, so moving a build to a GPU or another batch size reuses the cached shards."""
+    return field(default=default, metadata={EXECUTION: True})
+
+
+def _param_value(v: Any) -> Any:
+    """A parameter as JSON for the cache key: sets sorted, tuples as lists, paths as strings."""
+    if isinstance(v, (set, frozenset)):
+        return sorted(_param_value(x) for x in v)
+    if isinstance(v, (list, tuple)):
+        return [_param_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _param_value(x) for k, x in v.items()}
+    if isinstance(v, Path):
+        return str(v)
+    return v
+
+
+def _fields_of(obj: Any) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(obj) if f.init] if dataclasses.is_dataclass(obj) else []
 
 
 @dataclass
@@ -60,53 +142,90 @@ def _paths(values: Any) -> list[Path]:
     return out
 
 
-class Step:
-    #: stage name in statistics, drops and cache paths (the papers' words: "title_sieve", "swap", ...)
+class _Parametrised:
+    """What steps and sources share: parameters (dataclass fields, or a legacy ``cfg``), the cache key derived from
+    them, the input files among them, the optional packages they need."""
+
     name: ClassVar[str] = ""
-    #: bump when the step's output changes for the same input and config
     version: ClassVar[str] = "1"
-    #: config fields that change this step's output (part of the cache key); None = the whole config
+    #: legacy (a non-dataclass step): config fields that change this step's output; None = the whole config
     config_keys: ClassVar[tuple[str, ...] | None] = None
-    #: config fields holding paths of files or directories the step reads: their contents key its cache
+    #: legacy: config fields holding paths of files or directories the step reads: their contents key its cache
     input_keys: ClassVar[tuple[str, ...]] = ()
-    #: the subset of ``input_keys`` whose files feed rows one by one (a video's slice of ``raw_caption.json``, its
-    #: WhisperX file, media or feature file): their whole-file fingerprints go to the manifest and key ``fit``, but
-    #: not the stage folder; :meth:`item_digest` keys each shard instead, so an edit reruns only its shards
+    #: legacy: the subset of ``input_keys`` whose files feed rows one by one (see :func:`input_path`)
     item_input_keys: ClassVar[tuple[str, ...]] = ()
+    #: optional packages imported by ``setup`` / ``process`` / ``fit`` (checked at assembly)
+    requires: ClassVar[tuple[Requirement, ...]] = ()
+    cfg: Any = None
+
+    def params(self) -> dict[str, Any]:
+        """The parameters (every dataclass field), as JSON-able values."""
+        return {f.name: _param_value(getattr(self, f.name)) for f in _fields_of(self)}
+
+    def cache_config(self) -> dict[str, Any]:
+        """The cache key's config part: every parameter but the execution settings (:func:`execution_setting`)."""
+        if dataclasses.is_dataclass(self):
+            keep = {f.name for f in _fields_of(self) if not f.metadata.get(EXECUTION)}
+            return {k: v for k, v in self.params().items() if k in keep}
+        return config_subset(self.cfg, self.config_keys)
+
+    def _path_fields(self, kinds: tuple[str, ...]) -> list[Path]:
+        if dataclasses.is_dataclass(self):
+            return [p for f in _fields_of(self) if f.metadata.get(INPUT) in kinds for p in _paths(getattr(self, f.name))]
+        keys = self.input_keys if "stage" in kinds else ()
+        keys = tuple(k for k in keys if "item" in kinds or k not in self.item_input_keys)
+        return [p for k in keys for p in _paths(getattr(self.cfg, k))]
+
+    def input_paths(self) -> list[Path]:
+        """Files and directories whose contents this step's output depends on (fingerprinted, memoised)."""
+        return self._path_fields(("stage", "item"))
+
+    def stage_input_paths(self) -> list[Path]:
+        """The input paths that key the whole stage (``input_paths`` less the per-item ones)."""
+        return self._path_fields(("stage",))
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [r for r in self.requires if r.missing()]
+
+
+class Step(_Parametrised):
     #: the input columns :meth:`item_digest` reads (default: the id field)
     item_fields: ClassVar[tuple[str, ...] | None] = None
     #: names of other pipelines whose final output ``fit`` reads
     side_inputs: ClassVar[tuple[str, ...]] = ()
-    #: the step loads a model in ``setup`` (Ray runs it on an actor pool; ``teardown`` frees it)
-    uses_model: ClassVar[bool] = False
-    #: GPUs per worker (``fit`` and ``process``): one worker per GPU locally, actors sized by GPUs on Ray
-    num_gpus: ClassVar[float] = 0.0
     #: the step may keep several rows for one input row (accounting: rows in + added = kept + dropped)
     fan_out: ClassVar[bool] = False
     #: a fan-out step's kept rows name their input row in this field (default: ``id_field``)
     parent_field: ClassVar[str | None] = None
     id_field: ClassVar[str] = "id"
+    #: the row contract: fields read from the input rows and fields the kept rows gain (name -> type; ``Any`` when
+    #: loose); None = not declared (a legacy step: the check is skipped from there on)
+    reads: ClassVar[Mapping[str, Any] | None] = None
+    writes: ClassVar[Mapping[str, Any] | None] = None
+    #: the kept rows are new rows holding only ``writes`` (not the input row with fields added)
+    replaces: ClassVar[bool] = False
+    #: fields of the input row the kept rows no longer hold
+    removes: ClassVar[tuple[str, ...]] = ()
+    state: Any = None
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Any):  # legacy steps; a dataclass step gets its own __init__ from its fields
         self.cfg = cfg
-        self.state: Any = None
+        self.state = None
 
-    def cache_config(self) -> dict[str, Any]:
-        return config_subset(self.cfg, self.config_keys)
+    def resources(self) -> Resources:
+        """What one worker needs (``fit`` and ``process``); a step may make it depend on a parameter (``device``)."""
+        return Resources(gpus=float(getattr(self, "num_gpus", 0.0)))
 
-    def input_paths(self) -> list[Path]:
-        """Files and directories whose contents this step's output depends on (fingerprinted, memoised)."""
-        return [p for k in self.input_keys for p in _paths(getattr(self.cfg, k))]
-
-    def stage_input_paths(self) -> list[Path]:
-        """The input paths that key the whole stage (``input_paths`` less those of ``item_input_keys``)."""
-        item = {p for k in self.item_input_keys for p in _paths(getattr(self.cfg, k))}
-        return [p for p in self.input_paths() if p not in item]
+    def gpus(self) -> float:
+        """GPUs per worker: one worker per GPU locally, actors sized by GPUs on Ray (``resources().gpus``)."""
+        return self.resources().gpus
 
     @property
     def has_item_inputs(self) -> bool:
-        """The runner computes :meth:`item_digest` for each shard (per-item input keys, or an overriding method)."""
-        return bool(self.item_input_keys) or type(self).item_digest is not Step.item_digest
+        """The runner computes :meth:`item_digest` for each shard (per-item inputs, or an overriding method)."""
+        per_item = (any(f.metadata.get(INPUT) == "item" for f in _fields_of(self)) if dataclasses.is_dataclass(self)
+                    else bool(self.item_input_keys))
+        return per_item or type(self).item_digest is not Step.item_digest
 
     def item_columns(self) -> list[str]:
         return list(self.item_fields) if self.item_fields is not None else [self.id_field]
@@ -117,10 +236,6 @@ class Step:
         whose digest changed is redone. ``memo`` is a :class:`~builders.core.fingerprint.FingerprintMemo` (see
         :func:`~builders.core.fingerprint.item_file_sha`). Default: no per-item inputs (``""``)."""
         return ""
-
-    def gpus(self) -> float:
-        """GPUs this step needs per worker (a step may make it depend on its config, e.g. ``device``)."""
-        return float(self.num_gpus)
 
     def parent_id(self, item_id: str) -> str:
         """The input row a fan-out step's drop of ``item_id`` belongs to (the accounting check of the runners)."""
@@ -144,16 +259,13 @@ class Step:
         """Free what ``setup`` (or ``fit``) loaded; called once per worker when the stage is done."""
 
 
-class Source:
+class Source(_Parametrised):
     """Lists raw inputs in a fixed order as cheap work items (a file, a WARC record offset, a CSV row), with
     :class:`Drop` records and :class:`Count` events; parsing belongs in steps, so a killed build resumes inside a long
     input."""
 
-    name: ClassVar[str] = ""
-    version: ClassVar[str] = "1"
-    config_keys: ClassVar[tuple[str, ...] | None] = None
-    #: config fields holding the paths the listing reads (fingerprinted)
-    input_keys: ClassVar[tuple[str, ...]] = ()
+    #: the fields of the rows it lists (name -> type); None = not declared (legacy)
+    writes: ClassVar[Mapping[str, Any] | None] = None
     #: names of earlier pipelines whose final output ``read`` uses (as ``self.side[name]``); part of the cache key
     side_inputs: ClassVar[tuple[str, ...]] = ()
     #: every row holds all that its item's input contributes (the values, or a content hash of the item's slice, not
@@ -162,16 +274,11 @@ class Source:
     #: stage folder, and every later stage runs again
     rows_carry_content: ClassVar[bool] = False
 
-    def __init__(self, cfg: Any):
+    side: Mapping[str, StageData] = {}
+
+    def __init__(self, cfg: Any):  # legacy sources; a dataclass source gets its own __init__
         self.cfg = cfg
-        self.side: Mapping[str, StageData] = {}
-
-    def input_paths(self) -> list[Path]:
-        """Files whose contents the output depends on (fingerprinted)."""
-        return [p for k in self.input_keys for p in _paths(getattr(self.cfg, k))]
-
-    def cache_config(self) -> dict[str, Any]:
-        return config_subset(self.cfg, self.config_keys)
+        self.side = {}
 
     def read(self) -> Iterator[Row | Drop | Count]:
         raise NotImplementedError(f"{type(self).__name__}.read")
@@ -179,12 +286,62 @@ class Source:
 
 @dataclass
 class Pipeline:
-    """A named source and a plain list of steps. Adding a stage means adding a step to ``steps``."""
+    """A named source and a plain list of steps. Adding a stage means adding a step to ``steps``.
+
+    Assembling one checks, before any work (:class:`PipelineError`): every field a step reads is written by its
+    source or an earlier step, with the same type where both declare one; every optional package a stage needs is
+    installed."""
 
     name: str
     source: Source
     steps: list[Step]
     shard_size: int = 256
+
+    def __post_init__(self) -> None:
+        check_contracts(self)
+        check_requirements([self.source, *self.steps], self.name)
+
+
+def _same_type(a: Any, b: Any) -> bool:
+    return a is Any or b is Any or a == b
+
+
+def check_contracts(pipe: Pipeline) -> None:
+    """The row contract of ``pipe`` (see :class:`Pipeline`); an undeclared stage ends the check (legacy stages)."""
+    fields = dict(pipe.source.writes) if pipe.source.writes is not None else None
+    writer = {k: f"source {pipe.source.name!r}" for k in fields or {}}
+    for step in pipe.steps:
+        if fields is None:
+            return
+        if step.reads is not None:
+            missing = [k for k in step.reads if k not in fields]
+            if missing:
+                raise PipelineError(
+                    f"pipeline {pipe.name!r}: step {step.name!r} reads field(s) {missing} that nothing before it "
+                    f"writes (the rows it gets hold {sorted(fields)})")
+            clash = [f"{k} ({step.reads[k]} here, {fields[k]} from {writer[k]})" for k in step.reads
+                     if not _same_type(step.reads[k], fields[k])]
+            if clash:
+                raise PipelineError(f"pipeline {pipe.name!r}: step {step.name!r} reads field(s) of another type: "
+                                    + "; ".join(clash))
+        if step.writes is None:
+            return
+        if step.replaces:
+            fields, writer = {}, {}
+        for k in step.removes:
+            fields.pop(k, None)
+        fields.update(step.writes)
+        writer.update({k: f"step {step.name!r}" for k in step.writes})
+
+
+def check_requirements(stages: list[Any], where: str) -> None:
+    """Every optional package the ``stages`` need is installed, else :class:`PipelineError` naming the extra."""
+    missing = [(s.name, r) for s in stages for r in s.missing_requirements()]
+    if missing:
+        extras = sorted({r.extra for _, r in missing})
+        raise PipelineError(
+            f"pipeline {where!r} needs " + ", ".join(f"{r.module} (stage {n!r})" for n, r in missing)
+            + f": pip install -e '.[{','.join(extras)}]'")
 
 
 REQUEST_CACHE_FILE = "requests.sqlite"

@@ -1,14 +1,18 @@
 """The corpus registry: name -> module implementing it (None = not built yet).
 
-A corpus module provides ``Config`` (dataclass of paper defaults), ``add_arguments(parser)``,
+A corpus module provides the members of :class:`Corpus` (``builders/core/corpus.py``, documented member by member):
+``NAME``, ``Config`` (dataclass of paper defaults), ``DEFAULT_SHARD_SIZE``, ``add_arguments(parser)``,
 ``overrides_from_args(args)``, ``resolve_inputs(cfg)``, ``pipelines(cfg, shard_size)`` and
-``release(result, cfg, out_dir, info)``. Registering a corpus is one line here.
+``release(result, cfg, out_dir, info)``, optionally ``SAMPLE_SHARD_SIZE``. Registering a corpus is one line here.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from typing import cast
+
+from ..core.config import ConfigError
+from ..core.corpus import Corpus
 
 CORPORA: dict[str, str | None] = {
     "howtostep": "builders.corpora.howtostep",
@@ -30,11 +34,19 @@ class CorpusNotBuilt(RuntimeError):
     pass
 
 
-def load(name: str) -> ModuleType:
+class UnknownCorpus(ConfigError, KeyError):
+    """A corpus name that is not in :data:`CORPORA`: a ``ConfigError`` (exit 2, as the CLI refuses an unknown
+    corpus) and, as before, a ``KeyError``."""
+
+    __str__ = BaseException.__str__   # the message as written, not quoted as a KeyError's key
+
+
+def load(name: str) -> Corpus:
+    """The module of corpus ``name`` (``UnknownCorpus``, ``CorpusNotBuilt``)."""
     if name not in CORPORA:
-        raise KeyError(f"unknown corpus {name!r}; known: {', '.join(CORPORA)}")
+        raise UnknownCorpus(f"unknown corpus {name!r}; known: {', '.join(CORPORA)}")
     module = CORPORA[name]
     if module is None:
         raise CorpusNotBuilt(f"the {name} builder is not implemented yet in this version of the toolkit; "
                              f"only {', '.join(k for k, v in CORPORA.items() if v)} can be built")
-    return importlib.import_module(module)
+    return cast(Corpus, importlib.import_module(module))

@@ -74,7 +74,7 @@ def test_showhowto_repeated_id_keeps_the_first_row(tmp_path):
 
 
 def test_corrupt_parquet_shard_error_names_the_file(tmp_path):
-    path = tmp_path / f"{shards.shard_name(3)}.parquet"
+    path = tmp_path / f"{shards.work_shard_name(3)}.parquet"
     path.write_bytes(b"PAR1 not really parquet")
     for columns in (None, ["video_id"]):
         with pytest.raises(pa.ArrowException) as err:

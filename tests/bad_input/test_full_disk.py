@@ -1,6 +1,6 @@
 """A full disk under ``--out`` or ``--work-dir`` (issue 20; docs/architecture.md, "Failures"): the real
 ``python -m builders.build`` CLI, with a small corpus whose release goes through the real release flow
-(``builders.core.release_flow.write_release``: staging folder, gate, swap), on a 2 MiB tmpfs. Expected: exit 2, one
+(``builders.release.flow.write_release``: staging folder, gate, swap), on a 2 MiB tmpfs. Expected: exit 2, one
 ``error:`` line naming the full disk, no traceback, no staging folder left, and the previous release in ``--out``
 byte for byte as it was.
 
@@ -62,7 +62,7 @@ def pipelines(cfg: Config, shard_size: int):
 def release(result, cfg: Config, out_dir: Path, info) -> dict:
     from datasets import Features, Value
 
-    from builders.core.release_flow import ReleaseSpec, write_release
+    from builders.release.flow import ReleaseSpec, write_release
 
     data = result.outputs["items"]
     template = Path(os.environ["DISKFILL_TEMPLATE"])

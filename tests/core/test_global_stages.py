@@ -174,7 +174,6 @@ class ModelStep(Step):
 
     name = "model_a"
     config_keys = ()
-    uses_model = True
 
     def setup(self, state):
         assert LIVE == [], f"{self.name}: models still held: {LIVE}"
@@ -241,8 +240,12 @@ def test_model_steps_ask_for_a_gpu_only_on_a_cuda_device():
     from builders.corpora.marc.config import MarcConfig
     from builders.corpora.marc.pipeline import ChatFilter
     from builders.corpora.sieve_swap.config import SieveSwapConfig
-    from builders.corpora.sieve_swap.pipeline import Swap
+    from builders.corpora.sieve_swap.pipeline import Swap, pipelines
+
+    def swap(cfg):
+        return next(s for p in pipelines(cfg) for s in p.steps if isinstance(s, Swap))
 
     assert [gpus_for_device(d) for d in ("cpu", "cuda", "cuda:1", "mps")] == [0.0, 1.0, 1.0, 0.0]
-    assert Swap(SieveSwapConfig()).gpus() == 0.0 and Swap(SieveSwapConfig(device="cuda")).gpus() == 1.0
+    assert swap(SieveSwapConfig()).gpus() == 0.0 and swap(SieveSwapConfig(device="cuda")).gpus() == 1.0
+    assert swap(SieveSwapConfig(device="cuda")).resources().gpus == 1.0
     assert ChatFilter(MarcConfig(device="cuda:0")).gpus() == 1.0

@@ -32,7 +32,6 @@ class GpuTag(Step):
     name = "gpu_tag"
     config_keys = ()
     num_gpus = 1.0
-    uses_model = True
 
     def process(self, rows, out) -> None:
         time.sleep(0.3)  # a shard takes a while, as on a real GPU: the pool's second actor gets work too
@@ -45,7 +44,6 @@ class NodeTag(Step):
 
     name = "node_tag"
     config_keys = ()
-    uses_model = True
 
     def process(self, rows, out) -> None:
         import ray

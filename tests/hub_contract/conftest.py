@@ -48,6 +48,6 @@ def fake_hub(monkeypatch):
         lambda: httpx2.Client(transport=httpx2.MockTransport(hub.handler), follow_redirects=True))
     monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
     hub.sleeps = []
-    monkeypatch.setattr(publish, "_sleep", hub.sleeps.append)
+    monkeypatch.setattr(publish.retry, "_sleep", hub.sleeps.append)
     yield hub
     huggingface_hub.set_client_factory(default_client_factory)

@@ -258,7 +258,7 @@ class Timers:
 def instrument(timers: Timers) -> Iterator[None]:
     """Wrap ``SentenceEncoder.encode``, ``builders.ops.swap.topk_search`` (the name the Swap step calls through its
     ``swap_ops`` module) and the embedding cache's ``get``/``put``; restore them afterwards."""
-    import builders.corpora.sieve_swap.pipeline as ss_mod
+    import builders.corpora.sieve_swap.swap as ss_mod
     from builders.models import embedding_cache as ec_mod
     from builders.models import text_encoder as te_mod
     from builders.ops import swap as swap_mod
@@ -450,7 +450,7 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
     from builders.core.runners import StageTask, run_shard
     from builders.core.shards import StageData, read_stats
     from builders.core.step import FitInputs
-    from builders.corpora.sieve_swap.pipeline import Swap
+    from builders.corpora.sieve_swap.pipeline import Swap, pipelines
     from builders.corpora.sieve_swap.config import SieveSwapConfig
     from builders.models.text_encoder import get_encoder
 
@@ -475,7 +475,7 @@ def run_bench(model: str = "minilm", segments: int = 20_000, steps: int = 200_00
         load_s = time.perf_counter() - t0
         log(f"[bench_swap] model {enc.model_id} loaded in {load_s:.1f} s (dim {dim}, not counted)")
 
-        step = Swap(cfg)
+        step = next(s for p in pipelines(cfg) for s in p.steps if isinstance(s, Swap))
         timers = Timers()
         out_dir = work / "swap_out"
         shard_stats = []

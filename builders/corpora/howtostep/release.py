@@ -26,9 +26,10 @@ from loading_scripts import howtostep as schema
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.config import to_dict
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import ReleaseSpec, code_key, count_rows, write_release
-from ...core.release_parts import ShardedRows, ShardedScan, scan_partials
-from ...core.report import ReportTallies, Tally
+from ...release.flow import ReleaseSpec, code_key, write_release
+from ...release.parts import ShardedRows, ShardedScan, scan_partials
+from ...release.streaming import count_rows
+from ...release.tallies import ReportTallies, Tally
 from ...core.shards import StageData
 from ...release import compare_with_paper, md_table, stats_tables
 from .config import HowToStepConfig
@@ -263,7 +264,7 @@ def scan(result: BuildResult, stages: dict[str, StageData | None], code: Any = N
     the split of every video (``heldout`` ids: a video's split is its ``llm_steps`` row's, else its narrations row's).
 
     Each stage is folded one work shard at a time and the partials are cached beside the shards
-    (``core/release_parts.py``), so a build that recomputed a few shards folds only those. ``code`` keys the cache
+    (``release/parts.py``), so a build that recomputed a few shards folds only those. ``code`` keys the cache
     (the release code's fingerprints)."""
     out = HowToStepScan()
     narr = _merged(ShardedScan(stages["narrations"], "narrations", _fold_narrations,
@@ -394,7 +395,7 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
     # every work-shard row carries its video's split (heldout_split); rows are cached per work shard
-    # (core/release_parts.py), so an edit of one video re-encodes the rows of its shards only
+    # (release/parts.py), so an edit of one video re-encodes the rows of its shards only
     spec.rows = {
         "steps": ShardedRows(stages["videos"], lambda rows: ((r["split"], steps_row(fixed, r)) for r in rows),
                              key=fixed),

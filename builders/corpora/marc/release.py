@@ -1,5 +1,5 @@
 """The ``marc`` release: rows of each config, the classifier files, the paper quantities and the card context,
-handed to the core's release flow (``builders.core.release_flow``).
+handed to the release flow (``builders.release.flow``).
 
 Release layout (docs/corpora/marc.md, docs/publishing.md)::
 
@@ -23,8 +23,9 @@ from loading_scripts import marc as schema
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import ReleaseSpec, SortedSpill, count_rows, write_release
-from ...core.report import Tally
+from ...release.flow import ReleaseSpec, write_release
+from ...release.streaming import SortedSpill, count_rows
+from ...release.tallies import Tally
 from ...ops.alignment_products import multi_step_breakdowns, paraphrases
 from ...release import fmt_value, md_table, stats_tables
 from .config import MarcConfig

@@ -25,13 +25,9 @@ from loading_scripts import showhowto as schema
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import (
-    ReleaseSpec,
-    count_rows,
-    write_json_object,
-    write_release,
-)
-from ...core.report import Tally
+from ...release.flow import ReleaseSpec, write_release
+from ...release.streaming import count_rows, write_json_object
+from ...release.tallies import Tally
 from ...core.shards import StageData
 from ...release import compare_with_paper, md_table, stats_tables
 from .config import ShowHowToConfig

@@ -1,5 +1,5 @@
-"""The ``sieve_swap`` release: rows of each config, the paper quantities and the card context, handed to the core's
-release flow (``builders.core.release_flow``).
+"""The ``sieve_swap`` release: rows of each config, the paper quantities and the card context, handed to the
+release flow (``builders.release.flow``).
 
 Release layout (docs/corpora/sieve_swap.md, docs/publishing.md)::
 
@@ -24,15 +24,10 @@ from loading_scripts import sieve_swap as schema
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...core.release_flow import (
-    ReleaseSpec,
-    SortedSpill,
-    count_rows,
-    write_json_object,
-    write_release,
-)
-from ...core.release_parts import ShardedRows
-from ...core.report import Tally
+from ...release.flow import ReleaseSpec, write_release
+from ...release.parts import ShardedRows
+from ...release.streaming import SortedSpill, count_rows, write_json_object
+from ...release.tallies import Tally
 from ...release import md_table, stats_tables
 from .config import SieveSwapConfig
 from .flags import INPUT_KEYS
@@ -179,7 +174,7 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
     if not count_rows(videos):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
-    # per-video configs are made one work shard at a time and cached (core/release_parts.py): an edit of one video
+    # per-video configs are made one work shard at a time and cached (release/parts.py): an edit of one video
     # re-encodes its shard's rows only
     spec.rows = {
         "default": ShardedRows(videos, lambda rows: ((v["split"], default_row(v)) for v in rows

@@ -12,8 +12,8 @@ release lock (``<out>/.<corpus>.lock``; a second build into the same ``--out`` w
     manifest.json (with the release key and the file listing) -> the gate (load_dataset of every config) -> swap into place (the old release stays until the new one
     is in place).
 
-Nothing here holds a config's rows: every row source is iterated once, batch by batch. :class:`SortedSpill` sorts
-rows on disk when a release needs an order its work shards do not have.
+Nothing here holds a config's rows: every row source is iterated once, batch by batch. ``SortedSpill``
+(``builders.release.streaming``) sorts rows on disk when a release needs an order its work shards do not have.
 
 A build where nothing survives writes its statistics to ``<out>/<corpus>.empty-build/``, beside (never over) the last
 release, and raises :class:`BuildEmpty` (exit 3).
@@ -21,15 +21,12 @@ release, and raises :class:`BuildEmpty` (exit 3).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import json
 import os
-import pickle
 import platform
 import shutil
 import sys
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,43 +35,33 @@ import pyarrow.parquet as pq
 import yaml
 
 from .. import __version__ as TOOLKIT_VERSION
-from ..release import (
+from ..core.atomic import atomic_path, atomic_write_bytes, atomic_write_text
+from ..core.config import to_dict
+from ..core.fingerprint import file_fingerprint, hash_obj, relative_paths
+from ..core.orchestrate import BuildResult, data_digest
+from ..core.shards import StageData, read_stats
+from .card import render_card, write_readme
+from .drops import write_drops
+from .gate import gate
+from .manifest import (
     RELEASE_FILES_FIELD,
     RELEASE_KEY_FIELD,
     RELEASE_ROWS_FIELD,
-    RowSource,
-    clean_stale_stages,
-    discard_stage,
-    gate,
     git_commit,
-    publish,
-    recover_swap,
     release_listing,
-    release_lock,
-    render_card,
-    stage_release,
     up_to_date_release,
-    write_drops,
     write_json_atomic,
-    write_readme,
-    write_split_stream,
-    write_split_tables,
 )
-from .atomic import atomic_path, atomic_write_bytes, atomic_write_text
-from .config import to_dict
-from .fingerprint import file_fingerprint, hash_obj, relative_paths
-from .orchestrate import BuildResult, data_digest
-from .release_parts import PartsStats, ShardedRows, build_parts, split_tables
-from .shards import StageData, read_stats
-from .shards import shard_name as work_shard_name
+from .parts import PartsStats, ShardedRows, build_parts, split_tables
+from .swap import clean_stale_stages, discard_stage, recover_swap, release_lock, stage_release, swap_into_place
+from .writer import RowSource, write_split_stream, write_split_tables
 
 #: bump when a release written from the same final shards, config and toolkit version would differ (layout, writer,
 #: card, statistics): a release carrying another format's key is rewritten
 RELEASE_FORMAT_VERSION = 2
 
 #: the release code whose source is part of the release key (with the corpus's own ``ReleaseSpec.key_files``)
-_RELEASE_CODE = (Path(__file__).resolve().parent / "release_flow.py", Path(__file__).resolve().parent / "report.py",
-                 Path(__file__).resolve().parent / "release_parts.py", Path(__file__).resolve().parents[1] / "release.py")
+_RELEASE_CODE = tuple(sorted(Path(__file__).resolve().parent.glob("*.py")))  # every module of builders/release
 
 
 class BuildEmpty(RuntimeError):
@@ -133,107 +120,6 @@ class ReleaseSpec:
 
 def _value(x: Any) -> Any:
     return x() if callable(x) else x
-
-
-# ------------------------------------------------------------------------------------------------ streaming helpers
-
-
-def count_rows(data: StageData) -> int:
-    """Rows of a complete stage from its shards' Parquet footers (no row is read)."""
-    return sum(pq.ParquetFile(data.dir / f"{work_shard_name(i)}.parquet").metadata.num_rows for i in range(data.n))
-
-
-class SortedSpill:
-    """Rows in ``key`` order with bounded memory: sorted runs of at most ``run_rows`` rows are pickled to ``folder``
-    and merged (``heapq.merge``) each time the rows are read, which may be done any number of times.
-
-    Ties keep insertion order, so the order is deterministic. Rows may be added to named parts; ``rows(*parts)``
-    merges only the runs of those parts (all parts when none is named).
-    """
-
-    def __init__(self, folder: str | os.PathLike, key: Callable[[Mapping[str, Any]], Any], run_rows: int = 20_000) -> None:
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._key, self._run_rows = key, run_rows
-        self._buffers: dict[Hashable, list[tuple[Any, int, Mapping[str, Any]]]] = {}
-        self._buffered = 0
-        self._runs: dict[Hashable, list[Path]] = {}
-        self._counts: dict[Hashable, int] = {}
-        self._seq = itertools.count()
-        self._n_runs = 0
-
-    def add(self, row: Mapping[str, Any], part: Hashable = None) -> None:
-        self._buffers.setdefault(part, []).append((self._key(row), next(self._seq), row))
-        self._counts[part] = self._counts.get(part, 0) + 1
-        self._buffered += 1
-        if self._buffered >= self._run_rows:
-            self._spill()
-
-    def extend(self, rows: Iterable[Mapping[str, Any]],
-               part: Callable[[Mapping[str, Any]], Hashable] | None = None) -> SortedSpill:
-        """Add every row (to the part ``part(row)`` when given); returns ``self``."""
-        for r in rows:
-            self.add(r, part(r) if part else None)
-        self._spill()
-        return self
-
-    def _spill(self) -> None:
-        for part, buf in self._buffers.items():
-            if not buf:
-                continue
-            buf.sort(key=lambda t: (t[0], t[1]))
-            path = self.folder / f"run-{self._n_runs:06d}.pkl"
-            self._n_runs += 1
-            with open(path, "wb") as f:
-                for k in range(0, len(buf), 1000):
-                    pickle.dump(buf[k:k + 1000], f, protocol=pickle.HIGHEST_PROTOCOL)
-            self._runs.setdefault(part, []).append(path)
-        self._buffers = {}
-        self._buffered = 0
-
-    @staticmethod
-    def _read(path: Path) -> Iterator[tuple[Any, int, Mapping[str, Any]]]:
-        with open(path, "rb") as f:
-            while True:
-                try:
-                    chunk = pickle.load(f)
-                except EOFError:
-                    return
-                yield from chunk
-
-    def parts(self) -> list[Hashable]:
-        return list(self._counts)
-
-    def count(self, *parts: Hashable) -> int:
-        return sum(n for p, n in self._counts.items() if not parts or p in parts)
-
-    def rows(self, *parts: Hashable) -> Iterator[Mapping[str, Any]]:
-        """The rows of ``parts`` (all when none is named) in key order."""
-        self._spill()
-        runs = [r for p, rs in self._runs.items() if not parts or p in parts for r in rs]
-        for _, _, row in heapq.merge(*(self._read(r) for r in runs), key=lambda t: (t[0], t[1])):
-            yield row
-
-
-def write_json_object(path: str | os.PathLike, items: Iterable[tuple[str, Any]], *, indent: int | None = None,
-                      ensure_ascii: bool = False) -> int:
-    """Write the JSON object of ``items`` (key, value pairs) item by item, byte-identical to ``json.dumps(dict(items),
-    indent=indent, ensure_ascii=ensure_ascii)``; a repeated key raises ``ValueError``. Returns the number of items."""
-    seen: set[str] = set()
-    n = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for k, v in items:
-            if k in seen:
-                raise ValueError(f"duplicate key {k!r} in {Path(path).name}")
-            seen.add(k)
-            text = json.dumps({k: v}, indent=indent, ensure_ascii=ensure_ascii)
-            if indent is None:
-                f.write(("{" if not n else ", ") + text[1:-1])
-            else:
-                f.write(("{\n" if not n else ",\n") + text[2:-2])
-            n += 1
-        f.write("{}" if not n else ("}" if indent is None else "\n}"))
-    return n
 
 
 # ------------------------------------------------------------------------------------------------------ the flow
@@ -296,14 +182,15 @@ def release_key(result: BuildResult, cfg: Any, info: Mapping[str, Any], spec: Re
 
 
 def code_key(spec: ReleaseSpec) -> dict[str, str]:
-    """The sha256 of every source file of the release: the core's release code, the card template and the corpus's
-    ``key_files``."""
+    """The sha256 of every source file of the release: the modules of ``builders/release``, the card template and the
+    corpus's ``key_files``."""
     code = sorted({*(Path(p).resolve() for p in (*_RELEASE_CODE, spec.card_template, *spec.key_files))})
     return {p.name: file_fingerprint(p)["sha256"] for p in code if p.is_file()}
 
 
 def _write_report(path: Path, title: str, stats: dict[str, Any], videos: Any, explorer: bool = False) -> None:
-    from .report import ReportTallies, write_report
+    from .report import write_report
+    from .tallies import ReportTallies
 
     videos = _value(videos)
     write_report(path, title=title, stats=stats, explorer=explorer,
@@ -318,7 +205,7 @@ def _remove_empty_build(out_dir: Path) -> None:
 
 def write_release(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, Any], spec: ReleaseSpec, *,
                   wait: bool = True) -> ReleaseCounts:
-    """Write, gate and publish the release of ``spec`` at ``out_dir``; returns ``{config: {split: rows}}``.
+    """Write, gate and swap into place the release of ``spec`` at ``out_dir``; returns ``{config: {split: rows}}``.
 
     Holds the release lock for the whole release phase (``wait=False``: raise ``ReleaseLocked`` instead of waiting).
     When the release in place carries this build's ``release_key`` and is complete, nothing is written: the row
@@ -438,6 +325,6 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     write_json_atomic(stage / "manifest.json", man)
     got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config,
                cache_dir=spec.scratch_dir())
-    publish(stage, out_dir)
+    swap_into_place(stage, out_dir)
     _remove_empty_build(out_dir)
     return got

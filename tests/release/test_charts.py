@@ -1,4 +1,4 @@
-"""The report's inline SVG charts (builders/core/charts.py), checked by hand: bins, bar heights, the mean line, ticks,
+"""The report's inline SVG charts (builders/release/charts.py), checked by hand: bins, bar heights, the mean line, ticks,
 escaping, edge cases. Every chart must parse as XML."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from builders.core import charts
+from builders.release import charts
 
 NS = {"svg": "http://www.w3.org/2000/svg"}
 

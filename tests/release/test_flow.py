@@ -1,7 +1,7 @@
-"""The core release flow (``builders.core.release_flow``) on a toy build: streamed configs, the up-to-date skip,
+"""The release flow (``builders.release.flow``) on a toy build: streamed configs, the up-to-date skip,
 staging cleanup, swap recovery, ``SortedSpill`` and ``write_json_object``.
 
-``toy_result``/``toy_spec``/``run_toy`` are also driven from subprocesses by ``test_release_swap.py``.
+``toy_result``/``toy_spec``/``run_toy`` are also driven from subprocesses by ``test_swap.py``.
 """
 
 from __future__ import annotations
@@ -21,16 +21,10 @@ from datasets import Features, Value
 
 from builders.core.orchestrate import BuildResult, StepStats
 from builders.core.records import Drop
-from builders.core.release_flow import (
-    ReleaseSpec,
-    SortedSpill,
-    count_rows,
-    release_key,
-    write_json_object,
-    write_release,
-)
 from builders.core.shards import StageData, write_shard
 from builders.release import old_path, staging_root
+from builders.release.flow import ReleaseSpec, release_key, write_release
+from builders.release.streaming import SortedSpill, count_rows, write_json_object
 
 FEATURES = Features({"id": Value("int64"), "text": Value("string")})
 INFO = {"sample": True, "engine": "local", "workers": 1, "shard_size": 5}
@@ -97,7 +91,7 @@ def run_toy(out: str, work: str, tag: str, pre_sleep: str = "0", slow: str = "0"
     path after ``until:`` exists), then ``write_release`` into ``<out>/toy``; prints the returned counts and whether
     the release was up to date.
 
-    With ``kill_between_renames`` the process SIGKILLs itself between the two renames of ``publish``.
+    With ``kill_between_renames`` the process SIGKILLs itself between the two renames of ``swap_into_place``.
     """
     import signal
 
@@ -205,7 +199,7 @@ def test_release_key_reads_the_stage_digests_not_the_rows(tmp_path, monkeypatch)
 
 
 def test_an_empty_build_goes_beside_the_release(tmp_path):
-    from builders.core.release_flow import BuildEmpty
+    from builders.release.flow import BuildEmpty
 
     result, spec = build(tmp_path)
     out = tmp_path / "out" / "toy"
@@ -242,7 +236,7 @@ def _dead_pid() -> int:
 
 
 def test_stale_staging_folders_are_cleaned_and_live_ones_kept(tmp_path):
-    from builders.release import _host
+    from builders.release.swap import _host
 
     out = tmp_path / "out" / "toy"
     root = staging_root(out)
@@ -270,7 +264,7 @@ def test_a_swap_killed_between_its_renames_is_restored_before_writing(tmp_path, 
     result, spec = build(tmp_path)
     out = tmp_path / "out" / "toy"
     write_release(result, ToyConfig(), out, dict(INFO), spec)
-    os.replace(out, old_path(out))  # what a kill between the two renames of publish leaves
+    os.replace(out, old_path(out))  # what a kill between the two renames of swap_into_place leaves
     again = write_release(result, ToyConfig(), out, dict(INFO), spec)
     assert again.up_to_date  # the restored release is the one this build would write
     assert "restored the previous release" in capsys.readouterr().err

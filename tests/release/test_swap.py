@@ -1,7 +1,7 @@
-"""Issue 20: two builds into the same ``--out``, and a swap killed half-way (``builders.release``: ``release_lock``,
-``stage_release``, ``publish``, ``recover_swap``; ``loading_scripts.hub.restore_interrupted_swap``).
+"""Issue 20: two builds into the same ``--out``, and a swap killed half-way (``builders.release.swap``: ``release_lock``,
+``stage_release``, ``swap_into_place``, ``recover_swap``; ``loading_scripts.hub.restore_interrupted_swap``).
 
-Each build is a separate process running the toy build of ``test_release_flow.py`` (``run_toy``): "pipelines"
+Each build is a separate process running the toy build of ``test_flow.py`` (``run_toy``): "pipelines"
 (a sleep), then ``write_release`` into ``<out>/toy``. Whatever the interleaving, the release in place must be the
 one the last successful build wrote, complete, with no staging folder left.
 """
@@ -20,7 +20,7 @@ import pytest
 
 from builders.release import old_path, staging_root
 
-from .test_release_flow import texts
+from .test_flow import texts
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {t: {"test": [f"{t} row {i}" for i in (0, 4, 8)],
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def start(out: Path, work: Path, tag: str, *, pre_sleep: float | str = 0, slow: float | str = 0, kill: bool = False
           ) -> subprocess.Popen:
-    code = "import sys; from tests.core.test_release_flow import run_toy; run_toy(*sys.argv[1:])"
+    code = "import sys; from tests.release.test_flow import run_toy; run_toy(*sys.argv[1:])"
     args = [str(out), str(work), tag, str(pre_sleep), str(slow), "1" if kill else "0"]
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -46,9 +46,9 @@ def finish(proc: subprocess.Popen) -> tuple[dict, str]:
 def assert_clean_release(out: Path, tag: str, *, staging_left: bool = False) -> None:
     """The release in place is ``tag``'s, complete (its gate passes) and nothing but the lock lies beside it (and
     the killed build's staging folder, with ``staging_left``: only a build cleans those)."""
-    from builders.release import gate
+    from builders.release.gate import gate
 
-    from .test_release_flow import FEATURES
+    from .test_flow import FEATURES
 
     root = out / "toy"
     assert texts(root) == EXPECTED[tag]

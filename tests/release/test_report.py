@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from builders.core.report import write_report
+from builders.release.report import write_report
 
 
 NS = {"svg": "http://www.w3.org/2000/svg"}
@@ -50,7 +50,7 @@ def test_report_without_videos(tmp_path):
 
 
 def test_corpus_histograms_are_drawn_and_empty_ones_say_no_data(tmp_path):
-    from builders.core.report import render_report
+    from builders.release.report import render_report
 
     stats = {"corpus": "c", "steps": {}, "histograms": {
         "Stage-1 <score>": {"edges": [0.0, 0.5, 1.0], "counts": [3, 1]},
@@ -66,7 +66,7 @@ def test_corpus_histograms_are_drawn_and_empty_ones_say_no_data(tmp_path):
 def test_tally_matches_numpy_over_a_stream():
     import numpy as np
 
-    from builders.core.report import Tally
+    from builders.release.report import Tally
 
     rng = np.random.default_rng(0)
     ints = rng.integers(0, 60, 5003)
@@ -93,7 +93,7 @@ def test_tally_matches_numpy_over_a_stream():
 
 
 def test_report_from_tallies_equals_report_from_the_videos_and_shows_this_build(tmp_path):
-    from builders.core.report import ReportTallies, render_report
+    from builders.release.report import ReportTallies, render_report
 
     videos = [{"duration": 100.0 + i, "segments": [{"start": 1.0, "end": 5.0 + i, "text": "Mix the flour."}]}
               for i in range(30)]
@@ -113,7 +113,7 @@ def test_tally_merge_equals_one_pass(kw):
     """Tallies of parts merged in order summarise like one Tally of every value (the release's per-shard statistics)."""
     import random
 
-    from builders.core.report import ReportTallies, Tally
+    from builders.release.report import ReportTallies, Tally
 
     rng = random.Random(1)
     xs = [rng.gauss(0, 1) for _ in range(5000)]
@@ -143,7 +143,7 @@ def test_tally_merge_equals_one_pass(kw):
 
 def test_a_fixed_bin_histogram_is_drawn_over_the_bins_that_hold_data():
     """Narrations per video are tallied in 50 bins over 0-500; data in 0-30 is drawn over 0-30, not 0-500."""
-    from builders.core.report import _trim_empty_bins
+    from builders.release.report import _trim_empty_bins
 
     edges = [float(e) for e in range(0, 510, 10)]
     counts = [0] * 50

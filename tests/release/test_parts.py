@@ -1,4 +1,4 @@
-"""Release rows and statistics made per work shard and cached (``builders.core.release_parts``): an edit of one shard
+"""Release rows and statistics made per work shard and cached (``builders.release.parts``): an edit of one shard
 re-encodes that shard's part only, the release equals the one written from plain row sources, and stale parts go."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from builders.core.records import Drop
-from builders.core.release_flow import write_release
-from builders.core.release_parts import PARTS_DIR, ShardedRows, ShardedScan, build_parts, scan_partials
 from builders.core.shards import StageData, write_shard
-from tests.core.test_release_flow import FEATURES, INFO, SPLITS, ToyConfig, build, texts, toy_result, toy_spec
+from builders.release.flow import write_release
+from builders.release.parts import PARTS_DIR, ShardedRows, ShardedScan, build_parts, scan_partials
+from tests.release.test_flow import FEATURES, INFO, SPLITS, ToyConfig, build, texts, toy_result, toy_spec
 
 
 def sharded_spec(result, template: Path, calls: Counter, key=None):
@@ -126,8 +126,8 @@ def test_split_tables_skip_a_part_without_the_split_by_its_footer(tmp_path, monk
     a part holding both is read for both; the rows are the part's rows of that split, in order."""
     import pyarrow as pa
 
-    from builders.core import release_parts
-    from builders.core.release_parts import PART_SPLIT, _may_hold, split_tables
+    from builders.release import parts as release_parts
+    from builders.release.parts import PART_SPLIT, _may_hold, split_tables
 
     train_only, both = tmp_path / "a.parquet", tmp_path / "b.parquet"
     pq.write_table(pa.table({"id": ["1", "2"], "text": ["x", "y"], PART_SPLIT: ["train", "train"]}), train_only)

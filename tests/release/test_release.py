@@ -9,12 +9,12 @@ from huggingface_hub import DatasetCard
 
 from builders.release import (
     ReleaseGateError,
-    gate,
     render_card,
     split_info,
     write_readme,
     write_split,
 )
+from builders.release.gate import gate
 from loading_scripts import sieve_swap as schema
 
 
@@ -129,14 +129,14 @@ def test_gate_converts_nothing_and_imports_no_torch(tmp_path):
 
     root = tmp_path / "r"
     make_release(root)
-    code = ("import sys, json\nfrom loading_scripts import sieve_swap as schema\nfrom builders.release import gate\n"
+    code = ("import sys, json\nfrom loading_scripts import sieve_swap as schema\nfrom builders.release.gate import gate\n"
             "splits = {'default': ['train', 'validation'], 'raw_asr': ['train'], 'recipes': ['train']}\n"
             f"got = gate({str(root)!r}, features_by_config={{c: schema.FEATURES[c] for c in splits}}, "
             f"splits_by_config=splits, default_config='default', cache_dir={str(tmp_path / 'cache')!r})\n"
             "print(json.dumps([got, 'torch' in sys.modules]))")
     (tmp_path / "cache").mkdir()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1], env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
+                         cwd=Path(__file__).resolve().parents[2], env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
     got, torch_loaded = __import__("json").loads(out.stdout.strip().splitlines()[-1])
     assert got == {"default": {"train": 5, "validation": 3}, "raw_asr": {"train": 5}, "recipes": {"train": 4}}
     assert torch_loaded is False
@@ -193,7 +193,7 @@ def test_to_yc2_format_reads_a_loaded_release(tmp_path, monkeypatch):
     assert schema.to_yc2_format(train, raw=True)["vid00000004"]["sentences"] == ["now mix the flour and the sugar"]
 
 
-# ------------------------------------------------------------------------------------------- publish, write_drops
+# ------------------------------------------------------------------------------------- swap_into_place, write_drops
 
 
 def _release_dir(path, text):
@@ -204,11 +204,11 @@ def _release_dir(path, text):
     return path
 
 
-def test_publish_replaces_the_old_release_and_leaves_no_hidden_leftovers(tmp_path):
-    from builders.release import publish, stage_release
+def test_swap_replaces_the_old_release_and_leaves_no_hidden_leftovers(tmp_path):
+    from builders.release import stage_release, swap_into_place
 
     out = _release_dir(tmp_path / "sieve_swap", "old")
-    (tmp_path / ".sieve_swap.old").mkdir()  # a leftover of an interrupted earlier publish
+    (tmp_path / ".sieve_swap.old").mkdir()  # a leftover of an interrupted earlier swap
     (tmp_path / ".sieve_swap.old" / "junk").write_text("x")
     stage = stage_release(out)
     assert stage.parent == tmp_path / ".sieve_swap.incomplete" and stage.is_dir()
@@ -216,25 +216,25 @@ def test_publish_replaces_the_old_release_and_leaves_no_hidden_leftovers(tmp_pat
     assert other != stage and other.parent == stage.parent
     other.rmdir()
     (stage / "README.md").write_text("new")
-    assert publish(stage, out) == out
+    assert swap_into_place(stage, out) == out
     assert (out / "README.md").read_text() == "new" and not (out / "default").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sieve_swap"]
 
 
-def test_publish_into_an_empty_place(tmp_path):
-    from builders.release import publish, stage_release
+def test_swap_into_an_empty_place(tmp_path):
+    from builders.release import stage_release, swap_into_place
 
     stage = stage_release(tmp_path / "marc")
     (stage / "README.md").write_text("first")
-    publish(stage, tmp_path / "marc")
+    swap_into_place(stage, tmp_path / "marc")
     assert (tmp_path / "marc" / "README.md").read_text() == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["marc"]
 
 
-def test_publish_keeps_the_old_release_when_the_new_one_cannot_be_moved_in(tmp_path, monkeypatch):
+def test_swap_keeps_the_old_release_when_the_new_one_cannot_be_moved_in(tmp_path, monkeypatch):
     import os
 
-    from builders.release import publish, stage_release
+    from builders.release import stage_release, swap_into_place
 
     out = _release_dir(tmp_path / "sieve_swap", "old")
     stage = stage_release(out)
@@ -252,7 +252,7 @@ def test_publish_keeps_the_old_release_when_the_new_one_cannot_be_moved_in(tmp_p
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="No space left"):
-        publish(stage, out)
+        swap_into_place(stage, out)
     monkeypatch.setattr(os, "replace", real_replace)
     assert (os.fspath(stage), os.fspath(out)) in calls
     assert (out / "README.md").read_text() == "old"
@@ -277,8 +277,8 @@ def test_write_drops_writes_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["drops.parquet"]
 
 
-def test_publish_restores_a_release_left_aside_by_a_killed_swap_before_replacing_it(tmp_path):
-    from builders.release import publish, stage_release
+def test_swap_restores_a_release_left_aside_by_a_killed_swap_before_replacing_it(tmp_path):
+    from builders.release import stage_release, swap_into_place
 
     _release_dir(tmp_path / ".sieve_swap.old", "old")  # killed between the renames: no sieve_swap, the old aside
     stage = stage_release(tmp_path / "sieve_swap")
@@ -292,7 +292,7 @@ def test_publish_restores_a_release_left_aside_by_a_killed_swap_before_replacing
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(os, "replace", spy)
-        publish(stage, tmp_path / "sieve_swap")
+        swap_into_place(stage, tmp_path / "sieve_swap")
     # the old release came back first, then was moved aside and replaced: it was never deleted before that
     assert seen == [(".sieve_swap.old", "sieve_swap"), ("sieve_swap", ".sieve_swap.old"), (stage.name, "sieve_swap")]
     assert (tmp_path / "sieve_swap" / "README.md").read_text() == "new"

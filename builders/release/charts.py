@@ -1,4 +1,4 @@
-"""Small inline SVG charts for the build report (``builders/core/report.py``), in pure Python, no plotting library.
+"""Small inline SVG charts for the build report (``builders/release/report.py``), in pure Python, no plotting library.
 
 Each chart is one ``<svg>`` element with a ``viewBox``, ``role="img"``, an ``aria-label`` and a ``<title>``; it scales
 to its container (the report's CSS). Every text is escaped with ``html.escape``: labels come from data (drop

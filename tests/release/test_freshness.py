@@ -1,4 +1,5 @@
-"""A rebuilt release folder is never served from a warm ``datasets`` cache (``builders/release.py``: ``write_readme``).
+"""A rebuilt release folder is never served from a warm ``datasets`` cache (``builders/release/card.py``:
+``write_readme``).
 
 ``datasets`` caches a local folder with a ``configs:`` README by its README metadata, not by its files' contents
 (see ``write_readme``'s docstring). Every test gives ``datasets`` its own cache folder under ``tmp_path``.
@@ -19,10 +20,10 @@ from builders.release import (
     FINGERPRINT_TEXT,
     ReleaseGateError,
     config_fingerprint,
-    gate,
     write_readme,
     write_split,
 )
+from builders.release.gate import gate
 
 FEATURES = Features({"id": Value("int64"), "x": Value("float64")})
 OLD, NEW = 0.75, 0.7500001

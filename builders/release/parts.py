@@ -25,10 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets import Features
 
-from ..release import ENCODE_BATCH_ROWS, MEDIA_BATCH_ROWS, _check_batch, _has_media, encode_rows
-from .atomic import atomic_path
-from .fingerprint import hash_obj
-from .shards import StageData, read_rows, read_stats
+from ..core.atomic import atomic_path
+from ..core.fingerprint import hash_obj
+from ..core.shards import StageData, read_rows, read_stats
+from .writer import ENCODE_BATCH_ROWS, MEDIA_BATCH_ROWS, check_batch, encode_rows, has_media
 
 #: bump when the parts written for the same rows, key, features and code would differ
 PART_FORMAT_VERSION = 1
@@ -72,13 +72,13 @@ def _encode_part(pairs: list[tuple[str, Row]], features: Features, splits: tuple
     bad = sorted({s for s, _ in pairs} - set(splits))
     if bad:
         raise ValueError(f"{where}: rows for split(s) {bad}, the release has {list(splits)}")
-    embed = _has_media(features)
+    embed = has_media(features)
     size = MEDIA_BATCH_ROWS if embed else ENCODE_BATCH_ROWS
     want = set(features)
     tables = []
     for k in range(0, len(pairs), size):
         batch = [r for _, r in pairs[k:k + size]]
-        _check_batch(batch, want, k)
+        check_batch(batch, want, k)
         tables.append(encode_rows(batch, features, embed=embed))
     table = pa.concat_tables(tables) if tables else features.arrow_schema.empty_table()
     return table.append_column(PART_SPLIT, pa.array([s for s, _ in pairs], type=pa.string()))

@@ -1,0 +1,211 @@
+"""The dataset card: ``README.md`` with YAML ``configs:`` and ``dataset_info:`` (``write_readme``), the body filled from
+a card template (``render_card``), and the Markdown pieces the corpora's cards share (``md_table``, ``fmt_value``,
+``stats_tables``, ``compare_with_paper``) (docs/publishing.md, "The release folder").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import string
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from datasets import Features, SplitDict
+from datasets.info import DatasetInfo, DatasetInfosDict
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from ..core.atomic import atomic_write_bytes
+from .gate import check_layout, split_info
+from .writer import split_shards
+
+__all__ = [
+    "FINGERPRINT_FIELD",
+    "FINGERPRINT_TEXT",
+    "compare_with_paper",
+    "config_fingerprint",
+    "fmt_value",
+    "md_table",
+    "render_card",
+    "size_category",
+    "stats_tables",
+    "write_readme",
+]
+
+_SIZE_CATEGORIES = [
+    (10**3, "n<1K"),
+    (10**4, "1K<n<10K"),
+    (10**5, "10K<n<100K"),
+    (10**6, "100K<n<1M"),
+    (10**7, "1M<n<10M"),
+    (10**8, "10M<n<100M"),
+    (10**9, "100M<n<1B"),
+    (10**10, "1B<n<10B"),
+    (10**11, "10B<n<100B"),
+    (10**12, "100B<n<1T"),
+]
+
+
+def size_category(num_rows: int) -> str:
+    """The Hub's ``size_categories`` value for a total row count (docs/publishing.md)."""
+    for bound, name in _SIZE_CATEGORIES:
+        if num_rows < bound:
+            return name
+    return "n>1T"
+
+
+FINGERPRINT_FIELD = "description"
+"""The key of each ``configs:`` entry that carries the config's content fingerprint (see ``write_readme``)."""
+
+_FINGERPRINT_PREFIX = "sha256:"
+#: the words before the fingerprint in the card's ``description``: the Hub shows it, so it says what the hash is
+FINGERPRINT_TEXT = "Content fingerprint of this config's Parquet shards (a new value means new rows):"
+
+
+def config_fingerprint(root: str | os.PathLike, config: str, splits: list[str]) -> str:
+    """``sha256:<hex>`` over the shard files of ``config`` as they are on disk, read back from the files.
+
+    For each split in the given order and each of its shards in index order, the hash takes the shard's path
+    relative to ``root`` (``<config>/<split>-{i:05d}-of-{n:05d}.parquet``), its size and its bytes, so a changed
+    value, a renamed split or a different shard layout all give another fingerprint, and identical files the same one.
+    The shard set must be complete (``split_info`` checks it).
+    """
+    root = Path(root)
+    h = hashlib.sha256()
+    for split in splits:
+        split_info(root, config, split)  # raises ReleaseGateError on an incomplete shard set
+        ((_, shards),) = split_shards(root / config, split).items()
+        for _, p in shards:
+            h.update(f"{config}/{p.name}\0{p.stat().st_size}\0".encode())
+            with open(p, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+    return _FINGERPRINT_PREFIX + h.hexdigest()
+
+
+def write_readme(
+    root: str | os.PathLike,
+    *,
+    features_by_config: Mapping[str, Features],
+    splits_by_config: Mapping[str, list[str]],
+    default_config: str,
+    card: Mapping[str, Any],
+    title: str,
+    body: str,
+) -> Path:
+    """Write ``<root>/README.md``: YAML header (card fields, ``configs:``, ``dataset_info:``) + title + body.
+
+    Built with datasets' own helpers exactly as docs/publishing.md: ``MetadataConfigs`` (one config per folder, data_files
+    ``<config>/<split>-*``, ``default: true`` on ``default_config``), ``DatasetInfosDict`` (features and split sizes
+    from the files on disk, §5) and ``DatasetCardData``; ``size_categories`` from the total row count.
+    The shards must be written first. Returns the README path.
+
+    **Content fingerprint.** Each ``configs:`` entry gets ``description: "<FINGERPRINT_TEXT> sha256:<hex>"``, with the
+    ``config_fingerprint`` of that config's shard files, read from disk. Why: ``datasets`` caches a local folder
+    under ``<cache>/<folder name>/<config_id>/<version>/<hash>``, and for a folder whose README has ``configs:`` none
+    of these depends on the files' contents. ``<hash>`` is ``Hasher.hash({"dataset_infos": ..., "builder_configs":
+    ...})`` in ``LocalDatasetModuleFactory.get_module`` (``datasets/load.py``). The ``builder_configs`` there
+    come from ``create_builder_configs_from_metadata_configs`` (same file) and hold the README's glob patterns
+    (``DataFilesPatternsDict``), not the resolved files or their mtimes. ``dataset_infos`` is the README's
+    ``dataset_info`` (features, split names, ``num_examples``, ``num_bytes``). ``<config_id>`` is
+    ``BuilderConfig.create_config_id`` (``datasets/builder.py``), which is just the config name when no config kwargs
+    are passed. So a rebuild with new values but the same schema and row counts gets the same cache path, and a warm
+    cache returns the old rows. ``create_builder_configs_from_metadata_configs`` passes every ``configs:`` key that is
+    an attribute of the builder's config class into that class. ``description`` is a field of
+    ``datasets.BuilderConfig``, so it becomes ``ParquetConfig.description`` and goes into ``builder_configs``, and so
+    into ``<hash>``. New contents therefore give a new cache folder, and identical files give the same README bytes, so
+    the cache is reused. The key is stored as a ``configs:`` item, which ``DatasetCardData`` keeps (extra card keys are
+    kept as attributes). Extra builder parameters in ``configs:`` entries (e.g. ``sep`` for CSV) are allowed by the
+    Hub's card metadata, and ``description`` is a valid parameter of every builder config.
+    ``dataset_info`` is not used for this, because ``DatasetInfo._to_yaml_dict`` writes only
+    ``config_name``, sizes, ``features`` and ``splits``.
+    """
+    check_layout(features_by_config, splits_by_config, default_config)
+    root = Path(root)
+    configs: dict[str, dict[str, Any]] = {}
+    infos: dict[str, DatasetInfo] = {}
+    total = 0
+    for cfg, splits in splits_by_config.items():
+        entry: dict[str, Any] = {"data_files": [{"split": s, "path": f"{cfg}/{s}-*"} for s in splits]}
+        if cfg == default_config:
+            entry["default"] = True
+        sis = {s: split_info(root, cfg, s) for s in splits}
+        entry[FINGERPRINT_FIELD] = f"{FINGERPRINT_TEXT} {config_fingerprint(root, cfg, splits)}"
+        configs[cfg] = entry
+        total += sum(si.num_examples for si in sis.values())
+        infos[cfg] = DatasetInfo(features=features_by_config[cfg], splits=SplitDict(sis))
+    card_fields = dict(card)
+    card_fields["size_categories"] = [size_category(total)]
+    cd = DatasetCardData(**card_fields)
+    MetadataConfigs(configs).to_dataset_card_data(cd)
+    DatasetInfosDict(infos).to_dataset_card_data(cd)
+    content = DatasetCard(f"---\n{cd.to_yaml()}\n---\n\n# {title}\n\n{body.strip()}\n").content
+    path = root / "README.md"
+    atomic_write_bytes(path, content.encode("utf-8"))
+    return path
+
+
+def render_card(template_path: str | os.PathLike, context: Mapping[str, Any]) -> str:
+    """Fill a card template's ``$placeholders`` with ``string.Template.safe_substitute`` (no Jinja, docs/publishing.md).
+
+    Unknown placeholders are left as they are; ``$$`` is a literal dollar sign.
+    """
+    template = string.Template(Path(template_path).read_text(encoding="utf-8"))
+    return template.safe_substitute({k: str(v) for k, v in context.items()})
+
+
+def compare_with_paper(values: Mapping[str, Any], paper: Mapping[str, float | None], cause: str,
+                       notes: Mapping[str, str] | None = None, tolerance: float = 0.2) -> dict[str, dict[str, Any]]:
+    """Each quantity of a build next to the paper's: ``{name: {"value", "paper", "flag"}}``, flagged when it deviates
+    by more than ``tolerance`` (relative) with the likely ``cause``; ``notes`` give fixed flags to named quantities."""
+    out = {}
+    for k, v in values.items():
+        ref = paper[k]
+        flag = (notes or {}).get(k, "")
+        if not flag and v is not None and ref:
+            dev = (v - ref) / ref
+            if abs(dev) > tolerance:
+                flag = f"{dev:+.0%} vs paper ({cause})"
+        out[k] = {"value": v, "paper": ref, "flag": flag}
+    return out
+
+
+def md_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table (``|`` escaped, newlines flattened) for dataset cards."""
+
+    def cell(x: Any) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def fmt_value(x: Any) -> str:
+    """A card cell: thousands separators, two decimals for floats, an en dash for a missing value."""
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:,.2f}"
+    return f"{x:,}" if isinstance(x, int) else str(x)
+
+
+def stats_tables(stats: Mapping[str, Any]) -> dict[str, str]:
+    """The card tables every corpus shows from ``stats.json``: paper quantities, drops, counters, release rows."""
+    q = stats["quantities"]
+    return {
+        "stats_table": md_table(["quantity", "this build", "paper", "flag"],
+                                [[k, fmt_value(v["value"]), fmt_value(v["paper"]), v["flag"] or ""]
+                                 for k, v in q.items()]),
+        "drops_table": md_table(["reason", "items"], [[k, v] for k, v in sorted(stats["drops"].items())])
+        if stats["drops"] else "No item was dropped.",
+        "counters_table": md_table(["counter", "count"], [[k, v] for k, v in sorted(stats["counters"].items())])
+        if stats["counters"] else "No counter fired.",
+        "release_table": md_table(["config", "split", "rows"],
+                                  [[c, s, n] for c, sp in stats.get("release", {}).items() for s, n in sp.items()]),
+    }
+
+
+#: drops per Parquet batch of ``write_drops``
