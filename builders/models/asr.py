@@ -29,6 +29,9 @@ CPU_SEED = 0                   # ctranslate2 seed for the temperature-fallback s
 
 
 class ASRBackend(Protocol):
+    """What the callers of an ASR backend use (:func:`transcribe_cached`, the transcript stages' ``model_id``):
+    :class:`FasterWhisperASR` and :class:`WhisperXASR` implement all of it."""
+
     name: str
     model_id: str
 

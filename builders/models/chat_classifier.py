@@ -43,11 +43,11 @@ from ..sources.transcripts import (
     Transcript,
     TranscriptError,
     WhisperXStore,
-    _checked_id,
-    _load_json_file,
     parse_whisperx,
 )
+from ..sources.transcripts.transcript import _checked_id, _load_json_file
 from ..sources.youcook2 import YouCook2Video
+from .text_encoder import TextEncoder
 
 STAGE = "chat_content"
 EMPTY_TRANSCRIPT = "empty_transcript"
@@ -69,7 +69,8 @@ Word = tuple[str, float | None, float | None]
 
 
 def _split(text: str) -> list[str]:
-    from ..sources.schema_org import split_sentences  # punkt, as for the text recipes (Lin et al., ACL 2020, Table 5)
+    # punkt, as for the text recipes (Lin et al., ACL 2020, Table 5)
+    from ..sources.schema_org.sentences import split_sentences
 
     return split_sentences(text)
 
@@ -204,7 +205,7 @@ def labelled_sentences(videos: Mapping[str, YouCook2Video], transcripts: Any,
 
 
 def features(sentences: Sequence[str], starts: Sequence[float], ends: Sequence[float],
-             duration: float | Sequence[float], encoder: Any) -> np.ndarray:
+             duration: float | Sequence[float], encoder: TextEncoder) -> np.ndarray:
     """``[L2-normalised embedding ; position_features]`` float32 ``[n, d + 5]`` (docs/corpora/marc.md). ``duration``:
     one number for a single video or one per sentence."""
     n = len(sentences)
@@ -284,9 +285,9 @@ class ChatClassifier:
         return f"logreg-{_short_model_name(self.embedding_model)}@{self.fingerprint()}"
 
     def predict_proba(self, sentences: Sequence[str], starts: Sequence[float], ends: Sequence[float],
-                      duration: float | Sequence[float], encoder: Any) -> np.ndarray:
+                      duration: float | Sequence[float], encoder: TextEncoder) -> np.ndarray:
         """P(content) per sentence, float64 ``[n]``; ``encoder`` must be the training encoder."""
-        model_id = getattr(encoder, "model_id", None)
+        model_id = encoder.model_id
         if model_id != self.embedding_model:
             raise ValueError(f"chat classifier {self.name} was trained on {self.embedding_model} embeddings, "
                              f"the encoder given is {model_id}")
@@ -296,7 +297,7 @@ class ChatClassifier:
         return _sigmoid(x @ self.coef + self.intercept)
 
     def predict(self, sentences: Sequence[str], starts: Sequence[float], ends: Sequence[float],
-                duration: float | Sequence[float], encoder: Any) -> np.ndarray:
+                duration: float | Sequence[float], encoder: TextEncoder) -> np.ndarray:
         """Boolean mask: True = content (kept), False = chat (removed), at ``threshold`` (Lin et al., ACL 2020,
         A.1.3)."""
         return self.predict_proba(sentences, starts, ends, duration, encoder) >= self.threshold
@@ -382,7 +383,7 @@ class ChatClassifier:
 # --------------------------------------------------------------------------------------------- training
 
 
-def train_logreg(rows: Sequence[Mapping[str, Any]], encoder: Any, c_grid: Sequence[float] = C_GRID,
+def train_logreg(rows: Sequence[Mapping[str, Any]], encoder: TextEncoder, c_grid: Sequence[float] = C_GRID,
                  threshold: float = 0.5) -> ChatClassifier:
     """Fit ``LogisticRegression(max_iter=1000)`` on the train rows of :func:`labelled_sentences` for each C,
     keep the C with the best validation F1 of ``content`` (ties: the smaller C), and score validation and test at

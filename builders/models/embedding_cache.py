@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .text_encoder import SentenceEncoder
+from .text_encoder import TextEncoder
 
 
 class EmbeddingCache:
@@ -76,7 +76,7 @@ def _set_key(unique: Sequence[str]) -> str:
     return "set:" + hashlib.sha1("\n".join(unique).encode("utf-8")).hexdigest()
 
 
-def encode_set_cached(encoder: SentenceEncoder, texts: Sequence[str], cache: EmbeddingCache | None, *,
+def encode_set_cached(encoder: TextEncoder, texts: Sequence[str], cache: EmbeddingCache | None, *,
                       chunk_size: int | None = None) -> np.ndarray:
     """Embed ``texts`` (one row per input, repeats allowed) by encoding their sorted distinct strings, reusing and
     filling ``cache`` under the key of that set.

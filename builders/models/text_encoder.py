@@ -17,7 +17,7 @@ import re
 import shutil
 import sysconfig
 import zipfile
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -137,6 +137,23 @@ def resolve_model(name: str) -> tuple[str, str]:
         return f"local:{os.path.abspath(key)}", key
     check_encoder_name(key)   # raises for a name that is neither of the above nor a cached Hub id
     return key, key
+
+
+class TextEncoder(Protocol):
+    """The one small interface of a sentence encoder: everything its callers use (the embedding caches, the MARC
+    chat/content classifier, NaSVA's text features). :class:`SentenceEncoder`, NaSVA's ``HashTextEncoder`` and the
+    fakes of the tests implement it."""
+
+    model_id: str  # the canonical model id: provenance, and the key of cached vectors
+
+    @property
+    def dim(self) -> int:
+        """The size of a vector."""
+        ...
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """An ``(n, dim)`` array, one row per text, in order."""
+        ...
 
 
 class SentenceEncoder:

@@ -55,11 +55,16 @@ def clip_preprocess(frames: np.ndarray, size: int = IMAGE_SIZE) -> np.ndarray:
 
 
 class VisionEncoder(Protocol):
+    """What the callers of a CLIP encoder use (:func:`extract_video_features`; HowToStep's paired text tower calls
+    ``encode_texts``): :class:`HFClipVisionEncoder` and :class:`OpenClipVisionEncoder` implement all of it."""
+
     model_id: str
     dim: int
     image_size: int
 
     def encode_images(self, pixels: np.ndarray) -> np.ndarray: ...
+
+    def encode_texts(self, texts: list[str], tokenizer: Any = None) -> np.ndarray: ...
 
 
 def _batches(n: int, size: int) -> Iterator[slice]:

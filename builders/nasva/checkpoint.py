@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from .. import __version__ as TOOLKIT_VERSION
-from .data import NasvaInputError
+from .errors import NasvaInputError
 from .model import (
     NaSVA,
     NasvaModelConfig,

@@ -14,6 +14,10 @@
 
 Bad input never stops a run midway: every dropped video or text is counted under a named reason
 (:class:`SkipCounts`) and printed; only input that leaves nothing to do is an error.
+
+The feature files are :mod:`builders.nasva.feature_files`, the sentence features :mod:`builders.nasva.text_features`
+and the two errors :mod:`builders.nasva.errors`; their names are importable from here too. This module holds the
+skip bookkeeping, the labels, the samples and the batches.
 """
 
 from __future__ import annotations
@@ -21,17 +25,35 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
-import re
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .errors import FeatureError, NasvaInputError
+from .feature_files import (
+    DENSE,
+    FEATURE_EXTS,
+    FEATURE_REFS_FILE,
+    SIMULATED,
+    FeatureRef,
+    FeatureStore,
+    index_feature_files,
+    load_feature_file,
+)
+from .text_features import (
+    HashTextEncoder,
+    TextEncoderLike,
+    default_text_cache,
+    encode_texts,
+    get_text_encoder,
+    text_key,
+)
 
 if TYPE_CHECKING:  # torch is imported where a tensor is made: a build with simulated or file features and
     import torch   # rounds=0 never pays its import (about 2 s and 150 MB; docs/scale.md)
@@ -39,21 +61,13 @@ if TYPE_CHECKING:  # torch is imported where a tensor is made: a build with simu
 
     from .loss import Rule
 
-#: feature file extensions in lookup order (docs/corpora/howtostep.md, Inputs)
-FEATURE_EXTS = (".pth.tar", ".pth", ".pt", ".npy", ".mp4.npy", ".npz")
-_TORCH_EXTS = (".pth.tar", ".pth", ".pt")
 
-
-class NasvaInputError(ValueError):
-    """Input that leaves nothing to do (unreadable labels file, no usable sample, a dimension clash)."""
-
-
-class FeatureError(Exception):
-    """A feature file that cannot be used; ``reason`` is the named skip reason."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason = reason
+__all__ = [
+    "DENSE", "FEATURE_EXTS", "FEATURE_REFS_FILE", "SIMULATED", "Batch", "FeatureError", "FeatureRef", "FeatureStore",
+    "HashTextEncoder", "NasvaInputError", "Sample", "SkipCounts", "TextEncoderLike", "build_samples", "collate",
+    "default_text_cache", "encode_texts", "get_text_encoder", "index_feature_files", "load_feature_file", "log",
+    "pad_by_last", "parse_entry", "read_labels", "samples_fingerprint", "text_key",
+]
 
 
 # ---------------------------------------------------------------------------------------------- skip bookkeeping
@@ -94,326 +108,6 @@ class SkipCounts:
                 parts = [f"{r}={n} (e.g. {'; '.join(self.examples[r])})" for r, n in sorted(counter.items())]
                 lines.append(f"[nasva] {label}: {kind}: " + ", ".join(parts))
         return "\n".join(lines) if lines else f"[nasva] {label}: nothing skipped"
-
-
-# ---------------------------------------------------------------------------------------------- feature files
-#: a features folder may name videos stored in per-shard files: ``{video_id: FeatureRef.as_dict()}``
-FEATURE_REFS_FILE = "features.refs.json"
-DENSE, SIMULATED = "dense", "simulated"
-
-
-@dataclass(frozen=True)
-class FeatureRef:
-    """One video's features inside a per-shard store file (``.npy``, read memory-mapped): rows ``[start, stop)``.
-
-    ``kind``: ``dense`` -- the rows are the ``[T, C]`` features (fp16); ``simulated`` -- the rows are the video's
-    narrations ``[start_s, end_s, e_1..e_D]`` (float64) from which the simulated features (docs/corpora/howtostep.md) are
-    regenerated bit for bit (:func:`builders.ops.simulated_features.simulated_features`, ``frames`` = T, ``dim`` = C,
-    rounded to fp16 as a stored copy would be): a deterministic function stored as its arguments, a quarter of the
-    bytes or less."""
-
-    path: str
-    start: int
-    stop: int
-    kind: str = DENSE
-    frames: int = 0
-    dim: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "start": self.start, "stop": self.stop, "kind": self.kind, "frames": self.frames,
-                "dim": self.dim}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FeatureRef:
-        kind = str(d.get("kind", DENSE))
-        if kind not in (DENSE, SIMULATED):
-            raise ValueError(f"unknown feature reference kind {kind!r}")
-        return cls(str(d["path"]), int(d["start"]), int(d["stop"]), kind, int(d.get("frames", 0)),
-                   int(d.get("dim", 0)))
-
-    @property
-    def name(self) -> str:
-        return f"{Path(self.path).name}[{self.start}:{self.stop}]"
-
-
-def _read_refs(path: Path) -> dict[str, FeatureRef]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {str(vid): FeatureRef.from_dict(d) for vid, d in data.items()}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
-        raise NasvaInputError(f"{path}: unreadable feature references ({type(e).__name__}: {e})") from e
-
-
-def index_feature_files(features_dir: str | Path) -> dict[str, Path | FeatureRef]:
-    """Map video id -> feature file under ``features_dir`` (recursive). When several files name the same video, the
-    extension earlier in :data:`FEATURE_EXTS` wins, then the first path in sorted order. The videos that
-    ``features_dir/features.refs.json`` names map to their :class:`FeatureRef` instead."""
-    root = Path(features_dir)
-    if not root.is_dir():
-        raise NasvaInputError(f"features directory not found: {root}")
-    best: dict[str, tuple[int, str]] = {}
-    for dirpath, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(files):
-            matches = [(len(ext), rank, ext) for rank, ext in enumerate(FEATURE_EXTS)
-                       if name.endswith(ext) and len(name) > len(ext)]
-            if not matches:
-                continue
-            _, rank, ext = max(matches)  # the longest extension names the video: x.mp4.npy -> x
-            vid = name[: -len(ext)]
-            if vid not in best or rank < best[vid][0]:
-                best[vid] = (rank, os.path.join(dirpath, name))
-    out: dict[str, Path | FeatureRef] = {vid: Path(p) for vid, (_, p) in best.items()}
-    if (root / FEATURE_REFS_FILE).is_file():
-        out.update(_read_refs(root / FEATURE_REFS_FILE))
-    return out
-
-
-def _load_feature_ref(ref: FeatureRef) -> np.ndarray:
-    """The rows a :class:`FeatureRef` names, as a ``[T, C]`` array (simulated ones regenerated, fp16-rounded)."""
-    if not 0 <= ref.start <= ref.stop:
-        raise FeatureError("bad_features", f"{ref.name}: bad row range")
-    block = np.load(ref.path, mmap_mode="r", allow_pickle=False)
-    if block.ndim != 2 or ref.stop > block.shape[0]:
-        raise FeatureError("bad_features", f"{ref.name}: rows outside the store file of shape {block.shape}")
-    rows = np.array(block[ref.start:ref.stop])
-    del block
-    if ref.kind == DENSE:
-        return rows
-    from builders.ops.simulated_features import simulated_features
-
-    if rows.shape[1] < 3 or ref.frames < 1 or ref.dim < 1:
-        raise FeatureError("bad_features", f"{ref.name}: not simulated-feature factors")
-    try:
-        x = simulated_features(rows[:, 2:], rows[:, 0], rows[:, 1], ref.frames, dim=ref.dim, seed=0)
-    except ValueError as e:
-        raise FeatureError("bad_features", f"{ref.name}: {e}") from e
-    return x.astype(np.float16)
-
-
-def load_feature_file(path: str | Path | FeatureRef, allow_nonfinite: bool = False) -> np.ndarray:
-    """Read one per-second feature file (or the rows a :class:`FeatureRef` names) as float32 ``[T, C]``; raise
-    :class:`FeatureError` with a named reason."""
-    p = Path(path.path) if isinstance(path, FeatureRef) else Path(path)
-    name = p.name
-    try:
-        if isinstance(path, FeatureRef):
-            p = Path(path.name)
-            arr = _load_feature_ref(path)
-        elif name.endswith(_TORCH_EXTS):
-            import torch
-            from torch import Tensor
-
-            obj = torch.load(p, map_location="cpu", weights_only=True)
-            if isinstance(obj, Mapping):
-                if "features" not in obj:
-                    raise FeatureError("bad_features", f"{p}: dict without a 'features' entry "
-                                                       f"(keys: {sorted(map(str, obj))[:5]})")
-                obj = obj["features"]
-            if isinstance(obj, Tensor):
-                arr = obj.detach().to(torch.float32).numpy()
-            elif isinstance(obj, np.ndarray):
-                arr = obj
-            else:
-                raise FeatureError("bad_features", f"{p}: holds a {type(obj).__name__}, not a tensor")
-        elif name.endswith(".npz"):
-            with np.load(p, allow_pickle=False) as z:
-                if "features" not in z.files:
-                    raise FeatureError("bad_features", f"{p}: npz without a 'features' array")
-                arr = z["features"]
-        elif name.endswith(".npy"):
-            arr = np.load(p, allow_pickle=False)
-        else:
-            raise FeatureError("bad_features", f"{p}: unknown feature file extension")
-    except FeatureError:
-        raise
-    except FileNotFoundError as e:
-        raise FeatureError("missing_features", f"{p}: {e}") from e
-    except Exception as e:  # corrupt file, pickled objects refused by weights_only, ...
-        raise FeatureError("unreadable_features", f"{p}: {type(e).__name__}: {e}") from e
-    arr = np.asarray(arr)
-    if arr.ndim != 2:
-        raise FeatureError("bad_features", f"{p}: expected [T, C] features, got shape {tuple(arr.shape)}")
-    if not np.issubdtype(arr.dtype, np.floating) and not np.issubdtype(arr.dtype, np.integer):
-        raise FeatureError("bad_features", f"{p}: non-numeric dtype {arr.dtype}")
-    if arr.shape[0] == 0:
-        raise FeatureError("empty_features", f"{p}: zero rows")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    if not allow_nonfinite and not np.isfinite(arr).all():  # HowToStep repairs <= 5% of such rows (docs/reason-codes.md)
-        raise FeatureError("nan_features", f"{p}: {int((~np.isfinite(arr)).any(1).sum())} rows hold NaN/Inf")
-    return arr
-
-
-class FeatureStore:
-    """Validated access to the feature files of a directory: each file is read and checked once by :meth:`probe`,
-    and kept in memory while the total stays under ``preload_max_bytes`` (else read again on :meth:`get`)."""
-
-    def __init__(self, features_dir: str | Path, expected_dim: int | None = None, max_rows: int | None = None,
-                 preload_max_bytes: int = 2 << 30):
-        self.root = Path(features_dir)
-        self.index = index_feature_files(self.root)
-        self.expected_dim = expected_dim
-        self.max_rows = max_rows
-        self.preload_max_bytes = int(preload_max_bytes)
-        self._mem: dict[str, np.ndarray] = {}
-        self._bytes = 0
-        self.full_rows: dict[str, int] = {}
-
-    def _read(self, vid: str) -> np.ndarray:
-        path = self.index.get(vid)
-        if path is None:
-            raise FeatureError("missing_features", f"no feature file for video {vid!r} under {self.root}")
-        arr = load_feature_file(path)
-        if self.expected_dim is not None and arr.shape[1] != self.expected_dim:
-            raise FeatureError("feature_dim_mismatch", f"{path}: feature size {arr.shape[1]}, expected "
-                                                       f"{self.expected_dim}")
-        self.full_rows[vid] = arr.shape[0]
-        if self.max_rows is not None:
-            arr = arr[: self.max_rows]
-        return arr
-
-    def probe(self, vid: str) -> int:
-        """Read and validate the video's features; return its (truncated) number of rows. The first valid file
-        fixes ``expected_dim`` when none was given."""
-        if vid in self._mem:
-            return int(self._mem[vid].shape[0])
-        arr = self._read(vid)
-        if self.expected_dim is None:
-            self.expected_dim = int(arr.shape[1])
-        if self._bytes + arr.nbytes <= self.preload_max_bytes:
-            self._mem[vid] = arr
-            self._bytes += arr.nbytes
-        return int(arr.shape[0])
-
-    def get(self, vid: str) -> np.ndarray:
-        arr = self._mem.get(vid)
-        return arr if arr is not None else self._read(vid)
-
-
-# ---------------------------------------------------------------------------------------------- text encoders
-class TextEncoderLike(Protocol):
-    model_id: str
-
-    @property
-    def dim(self) -> int: ...
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-class HashTextEncoder:
-    """Deterministic bag-of-words vectors without a model (sum of per-word Gaussian vectors seeded by sha1 of the
-    word, L2-normalised). For tests and smoke runs only: it knows no semantics.
-
-    Word vectors are drawn once per encoder into a table (up to :attr:`CACHE_BYTES`, then the table starts again) and
-    a batch is summed with one ``np.add.at`` in word order, so the vectors are bit-identical to adding them word by
-    word (issue 19: drawing a NumPy generator per word occurrence made this "model-free" encoder 97 % of Stage 1)."""
-
-    CACHE_BYTES = 64 << 20
-    _WORD_RE = re.compile(r"[a-z0-9']+")
-
-    def __init__(self, dim: int = 64):
-        self._dim = int(dim)
-        self.model_id = f"hash-bow-{self._dim}"
-        self.name = f"hash:{self._dim}"
-        self._row: dict[str, int] = {}
-        self._table = np.zeros((0, self._dim), dtype=np.float64)
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def _draw(self, w: str) -> np.ndarray:
-        seed = int.from_bytes(hashlib.sha1(w.encode("utf-8")).digest()[:8], "little")
-        return np.random.default_rng(seed).standard_normal(self._dim)
-
-    def _rows(self, words: list[str]) -> list[int]:
-        """Table rows of ``words``, drawing the vectors of new words."""
-        row = self._row
-        new = [w for w in dict.fromkeys(words) if w not in row]
-        if new:
-            for w in new:
-                row[w] = len(row)
-            grown = np.empty((len(row), self._dim), dtype=np.float64)
-            grown[:len(self._table)] = self._table
-            grown[len(self._table):] = [self._draw(w) for w in new]
-            self._table = grown
-        return [row[w] for w in words]
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        if self._table.nbytes >= self.CACHE_BYTES:
-            self._row, self._table = {}, np.zeros((0, self._dim), dtype=np.float64)
-        out = np.zeros((len(texts), self._dim), dtype=np.float64)
-        owners: list[int] = []
-        words: list[str] = []
-        for i, t in enumerate(texts):
-            ws = self._WORD_RE.findall(t.lower()) or [""]
-            words += ws
-            owners += [i] * len(ws)
-        if words:  # in order: the same sums as adding word by word
-            rows = self._rows(words)  # (may grow the table)
-            np.add.at(out, np.asarray(owners, dtype=np.intp), self._table[rows])
-        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return out.astype(np.float32)
-
-
-def get_text_encoder(name: str, device: str = "cpu") -> TextEncoderLike:
-    """``minilm`` / ``mpnet`` / a local model folder (the repo's :func:`get_encoder`), or ``hash[:DIM]``."""
-    if name == "hash" or name.startswith("hash:"):
-        return HashTextEncoder(int(name.split(":", 1)[1]) if ":" in name else 64)
-    from builders.models.text_encoder import get_encoder
-
-    enc = get_encoder(name, device=device)
-    if not hasattr(enc, "name"):
-        enc.name = name
-    return enc
-
-
-def default_text_cache() -> Path:
-    """``$PROCVID_NASVA_TEXT_CACHE`` or ``~/.cache/procvid-corpora/nasva-text-features.sqlite``."""
-    env = os.environ.get("PROCVID_NASVA_TEXT_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "procvid-corpora" / "nasva-text-features.sqlite"
-
-
-def text_key(sentence: str) -> str:
-    return "sha1:" + hashlib.sha1(sentence.encode("utf-8")).hexdigest()
-
-
-def encode_texts(encoder: TextEncoderLike, texts: Iterable[str], cache_path: str | Path | None
-                 ) -> tuple[np.ndarray, dict[str, int]]:
-    """Embed the distinct ``texts`` once, per (encoder id, sha1(sentence)) through the SQLite cache.
-
-    Returns (table ``[U, C_t]`` float32, text -> row). Missing sentences are encoded in sorted order.
-    """
-    unique = sorted(set(texts))
-    row = {t: i for i, t in enumerate(unique)}
-    if not unique:
-        return np.zeros((0, encoder.dim), dtype=np.float32), row
-    cache = None
-    if cache_path is not None:
-        from builders.models.embedding_cache import EmbeddingCache
-
-        cache = EmbeddingCache(cache_path)
-    try:
-        keys = [text_key(t) for t in unique]
-        found = cache.get(encoder.model_id, keys) if cache is not None else {}
-        missing = [t for t, k in zip(unique, keys) if k not in found]
-        if missing:
-            vecs = np.asarray(encoder.encode(missing), dtype=np.float32)
-            if cache is not None:
-                cache.put(encoder.model_id, [text_key(t) for t in missing], vecs)
-            found.update({text_key(t): v for t, v in zip(missing, vecs)})
-        dims = {found[k].shape[0] for k in keys}
-        if len(dims) != 1:
-            raise NasvaInputError(f"text feature cache {cache_path} holds vectors of several sizes {sorted(dims)} for "
-                                  f"{encoder.model_id}: delete it")
-        table = np.stack([found[k] for k in keys]).astype(np.float32)
-    finally:
-        if cache is not None:
-            cache.close()
-    return table, row
 
 
 # ---------------------------------------------------------------------------------------------- labels

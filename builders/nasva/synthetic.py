@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoint import atomic_write_bytes, atomic_write_json
-from .data import default_text_cache, encode_texts, get_text_encoder, log
+from .data import log
+from .text_features import default_text_cache, encode_texts, get_text_encoder
 
 DOMAINS: dict[str, dict[str, list[str]]] = {
     "cooking": {

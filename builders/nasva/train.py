@@ -47,24 +47,13 @@ from .checkpoint import (
     safe_load,
     save_checkpoint,
 )
-from .data import (
-    FeatureError,
-    FeatureStore,
-    NasvaInputError,
-    Sample,
-    SkipCounts,
-    build_samples,
-    collate,
-    default_text_cache,
-    encode_texts,
-    get_text_encoder,
-    log,
-    read_labels,
-    samples_fingerprint,
-)
+from .data import Sample, SkipCounts, build_samples, collate, log, read_labels, samples_fingerprint
+from .errors import FeatureError, NasvaInputError
+from .feature_files import FeatureStore
 from .infer import argmax_predictions, predict_matrices, recall_hits
 from .loss import grounding_loss
 from .model import NaSVA, NasvaModelConfig, count_parameters
+from .text_features import default_text_cache, encode_texts, get_text_encoder
 
 
 @dataclass

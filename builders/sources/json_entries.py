@@ -3,10 +3,11 @@ read at C speed when the file is plain.
 
 :func:`plain_object_entries` decodes each value with the standard library's C scanner (``json.JSONDecoder.raw_decode``
 over a sliding text window), a few times faster than building values from ijson events in Python. It accepts only
-what the careful reader (``builders/sources/transcripts.py``, :func:`~builders.sources.transcripts.split_raw_captions`)
-reads to the same values, and raises :class:`NotPlain` at anything else: invalid UTF-8 or JSON, a bare ``nan`` /
-``inf``, a value longer than ``max_value_chars`` or nested deeper than ``max_depth``, a truncated file. The caller
-then reads the whole file again with the careful reader, which names each problem and keeps the rest of the file.
+what the careful reader (``builders/sources/transcripts/careful_reader.py``, used by
+:func:`~builders.sources.transcripts.raw_caption_split.split_raw_captions`) reads to the same values, and raises
+:class:`NotPlain` at anything else: invalid UTF-8 or JSON, a bare ``nan`` / ``inf``, a value longer than
+``max_value_chars`` or nested deeper than ``max_depth``, a truncated file. The caller then reads the whole file again
+with the careful reader, which names each problem and keeps the rest of the file.
 Python's ``NaN`` / ``Infinity`` / ``-Infinity`` become the strings the careful reader makes of them.
 """
 

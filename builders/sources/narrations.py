@@ -9,11 +9,11 @@ docs/reason-codes.md).
   ``<vid>.json`` lists.
 
 One-file formats are streamed once into blocks of 1,000 videos with an id index under ``work_dir`` with
-:func:`builders.sources.transcripts.split_raw_captions` (re-split only when the source file or the wanted ids change;
-the split builds one video at a time and caps its nesting depth and size while streaming, so one bad video is a
-``malformed_transcript``, never a crash or gigabytes of memory). Every video's JSON (a file, or its slice of a split)
-is capped at ``transcripts.MAX_TRANSCRIPT_BYTES`` and :data:`MAX_JSON_DEPTH` levels of nesting (checked on the bytes
-before ``json.loads``).
+:func:`builders.sources.transcripts.raw_caption_split.split_raw_captions` (re-split only when the source file or the
+wanted ids change; the split builds one video at a time and caps its nesting depth and size while streaming, so one
+bad video is a ``malformed_transcript``, never a crash or gigabytes of memory). Every video's JSON (a file, or its
+slice of a split) is capped at ``transcripts.transcript.MAX_TRANSCRIPT_BYTES`` and :data:`MAX_JSON_DEPTH` levels of
+nesting (checked on the bytes before ``json.loads``).
 
 Errors per video are :class:`~builders.sources.transcripts.TranscriptError`: ``no_transcript`` (no file, invalid id)
 or ``malformed_transcript`` (invalid JSON, too big, too deep, wrong top-level type, a segment without start/end/text
@@ -35,24 +35,18 @@ from typing import Any
 import numpy as np
 
 from ..ops.sentencify import RawWord, Sentence
-from . import transcripts
-from .transcripts import (
+from .transcripts import transcript
+from .transcripts.raw_caption_split import RAW_CAPTIONS_DIR, SplitIndex, split_once
+from .transcripts.stop_words import STOPWORD_CHECK_MIN_TOKENS, lacks_stop_words
+from .transcripts.transcript import (
     MALFORMED_TRANSCRIPT,
     NO_TRANSCRIPT,
-    RAW_CAPTIONS_DIR,
-    STOPWORD_CHECK_MIN_TOKENS,
-    SplitIndex,
     TranscriptError,
     _checked_id,
-    _marker_key,
-    _read_marker,
-    _split_marker,
-    _whisperx_segment,
     is_valid_video_id,
-    lacks_stop_words,
     parse_raw_caption,
-    split_raw_captions,
 )
+from .transcripts.whisperx import read_whisperx, whisperx_segment
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +56,7 @@ __all__ = ["FORMATS", "MAX_JSON_DEPTH", "NarrationReader", "TranscriptInput", "j
 FORMATS = ("htm_raw", "sentencified", "whisperx", "segments")
 # one folder per one-file format under work_dir (htm_raw shares transcripts.open_transcripts' split)
 SPLIT_DIRS = {"htm_raw": RAW_CAPTIONS_DIR, "sentencified": "sentencified_captions", "segments": "segment_lists"}
-MAX_JSON_DEPTH = transcripts.MAX_JSON_DEPTH  # WhisperX json nests 5 levels ({segments: [{words: [{}]}]})
+MAX_JSON_DEPTH = transcript.MAX_JSON_DEPTH  # WhisperX json nests 5 levels ({segments: [{words: [{}]}]})
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 
 
@@ -107,10 +101,10 @@ def json_nesting_depth(chunks: Iterable[bytes], limit: int | None = None) -> int
 
 def load_transcript_json(path: Path) -> Any:
     """Parse one per-video transcript file: ``no_transcript`` when absent; ``malformed_transcript`` when more than
-    ``transcripts.MAX_TRANSCRIPT_BYTES`` bytes are read (a FIFO or a device is refused unread), nested deeper than
+    ``transcript.MAX_TRANSCRIPT_BYTES`` bytes are read (a FIFO or a device is refused unread), nested deeper than
     :data:`MAX_JSON_DEPTH`, unreadable or invalid JSON (``builders/sources/safe_open.py``)."""
-    cap = transcripts.MAX_TRANSCRIPT_BYTES  # read at call time (tests lower it)
-    return parse_transcript_bytes(path.name, transcripts.read_transcript_file(path, cap))
+    cap = transcript.MAX_TRANSCRIPT_BYTES  # read at call time (tests lower it)
+    return parse_transcript_bytes(path.name, transcript.read_transcript_file(path, cap))
 
 
 def parse_transcript_bytes(name: str, data: bytes) -> Any:
@@ -127,41 +121,15 @@ def parse_transcript_bytes(name: str, data: bytes) -> Any:
 # --------------------------------------------------------------------------------------------- parsing
 
 
-def _opt_time(value: Any) -> float | None:
-    """A word time: a finite number, else None (absent, null, NaN, string: the sentencifier interpolates)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        return None
-    return float(value)
-
-
-def _segment_words(seg: dict) -> list[RawWord]:
-    """A segment's ``words`` as ``(word, start, end)``; ``[]`` when missing or when any entry is malformed."""
-    entries = seg.get("words")
-    if not isinstance(entries, list):
-        return []
-    out = []
-    for w in entries:
-        if not isinstance(w, dict) or not isinstance(w.get("word"), str):
-            return []
-        out.append((w["word"], _opt_time(w.get("start")), _opt_time(w.get("end"))))
-    return out
-
-
 def parse_whisperx_json(video_id: str, obj: Any) -> TranscriptInput:
     """A :class:`TranscriptInput` from a WhisperX output dict (files, or the ASR stage's output):
     ``segments[*].start/end/text`` (required; else ``malformed_transcript``), ``segments[*].words`` (optional),
-    ``language`` (optional; non-strings read as unknown). ``word_segments`` is ignored."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("segments"), list):
-        raise TranscriptError(MALFORMED_TRANSCRIPT, "not a JSON object with a 'segments' list")
-    segments: list[Sentence] = []
-    words: list[list[RawWord]] = []
-    for seg in obj["segments"]:
-        start, end, text = _whisperx_segment(seg)
-        segments.append((text, start, end))
-        words.append(_segment_words(seg))
-    language = obj.get("language")
-    return TranscriptInput(video_id, "whisperx", segments, words if any(words) else None,
-                           language if isinstance(language, str) else None)
+    ``language`` (optional; non-strings read as unknown). ``word_segments`` is ignored. The parser is the one of
+    :mod:`builders.sources.transcripts.whisperx` (as for Sieve & Swap and MARC), asked for the words."""
+    parsed = read_whisperx(obj, words=True)
+    words = parsed.words or []
+    return TranscriptInput(video_id, "whisperx", [(text, start, end) for start, end, text in parsed.segments],
+                           words if any(words) else None, parsed.language)
 
 
 def parse_segment_list(video_id: str, obj: Any) -> TranscriptInput:
@@ -170,7 +138,7 @@ def parse_segment_list(video_id: str, obj: Any) -> TranscriptInput:
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"not a JSON list of segments but {type(obj).__name__}")
     segments = []
     for seg in obj:
-        start, end, text = _whisperx_segment(seg)
+        start, end, text = whisperx_segment(seg)
         segments.append((text, start, end))
     return TranscriptInput(video_id, "segments", segments)
 
@@ -182,14 +150,6 @@ def _parse_caption_lists(video_id: str, fmt: str, obj: Any) -> TranscriptInput:
 
 
 # --------------------------------------------------------------------------------------------- reader
-
-
-def _split_once(src: Path, out: Path, wanted_ids: set[str] | None) -> None:
-    """Split a one-file input into ``out`` unless the split there already comes from the same file and ids (the
-    split caps each video's nesting depth and size while streaming: one bad video is ``malformed_transcript``)."""
-    if _marker_key(_read_marker(out)) == _marker_key(_split_marker(src, wanted_ids, None)):
-        return
-    split_raw_captions(src, out, wanted_ids)
 
 
 def _index_dir(root: Path) -> dict[str, Path]:
@@ -238,7 +198,7 @@ class NarrationReader:
         if work_dir is None:
             raise ValueError(f"transcript_format={fmt}: a work_dir is needed to split {self.path}")
         self.split_root = Path(work_dir) / SPLIT_DIRS[fmt]
-        _split_once(self.path, self.split_root, wanted_ids)
+        split_once(self.path, self.split_root, wanted_ids)
         self.split = SplitIndex(self.split_root)
         self.split_error = self.split.error
 

@@ -23,7 +23,7 @@ from ..core.errors import InputError
 from ..core.records import Drop, Row
 from .howto100m import is_jsonl, iter_csv_records, iter_jsonl_records, require_file
 from .narrations import load_transcript_json
-from .transcripts import MALFORMED_TRANSCRIPT, TranscriptError, _whisperx_segment
+from .transcripts import MALFORMED_TRANSCRIPT, TranscriptError, whisperx_segment
 
 STAGE = "read_manifest"
 VIDEO_ID_RE = re.compile(r"[A-Za-z0-9_-]{11}")
@@ -141,7 +141,7 @@ def segments_from_json(obj: Any) -> Segments:
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"a JSON {type(obj).__name__}, not a segment list or object")
     segs, bad = [], 0
     for seg in raw:
-        start, end, text = _whisperx_segment(seg)
+        start, end, text = whisperx_segment(seg)
         if not (math.isfinite(start) and math.isfinite(end)) or end < start:
             bad += 1
             continue

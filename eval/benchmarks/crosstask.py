@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.benchmarks.common import csv_field_cap, finite_number, load_json
-from eval.benchmarks.htstep import StepVideo, iter_language_queries, iter_video_records
+from eval.benchmarks.step_grounding import StepVideo, iter_language_queries, iter_video_records
 from eval.registry import EvalError
 
 __all__ = ["read_crosstask_ground_truth", "read_crosstask_records", "read_crosstask_release"]

@@ -1,7 +1,7 @@
 """HTM-Align ground truth and predictions (docs/evaluation.md).
 
 Ground truth ``htm_align.json``: ``{vid: [[alignable 1/0, start_s, end_s, text], ...]}`` (not available offline).
-Predictions, per video (see :func:`eval.benchmarks.htstep.load_per_video_predictions` for the containers):
+Predictions, per video (see :func:`eval.benchmarks.predictions.load_per_video_predictions` for the containers):
 
 - a ``[N_text, T]`` score matrix, rows in ground-truth order (``<vid>.npy`` in a directory, an ``.npz`` archive, or
   JSON ``{vid: [[...], ...]}``; JSON ``null`` cells are NaN = not scored);
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from eval.benchmarks.common import finite_number, load_json
-from eval.benchmarks.htstep import as_matrix, as_times
+from eval.benchmarks.predictions import as_matrix, as_times
 from eval.registry import EvalError
 
 __all__ = ["HtmPrediction", "HtmVideo", "parse_htm_prediction", "read_htm_align"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from eval.benchmarks.htm_align import parse_htm_prediction, read_htm_align
-from eval.benchmarks.htstep import load_per_video_predictions, match_predictions
+from eval.benchmarks.predictions import load_per_video_predictions, match_predictions
 from eval.metrics.grounding import (
     HTM_RULES,
     htm_align_hits,

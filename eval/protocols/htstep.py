@@ -16,17 +16,14 @@ import numpy as np
 
 from eval.benchmarks.common import match_ids
 from eval.benchmarks.htstep import (
-    StepPrediction,
-    StepVideo,
     Taxonomy,
-    load_per_video_predictions,
-    match_predictions,
     read_detection_csv,
     read_map_ground_truth,
     read_step_ground_truth,
     read_taxonomy,
-    resolve_step_prediction,
 )
+from eval.benchmarks.predictions import load_per_video_predictions, match_predictions
+from eval.benchmarks.step_grounding import StepPrediction, StepVideo, resolve_step_prediction
 from eval.metrics.grounding import END_RULES, step_hits, step_targets
 from eval.metrics.htstep_map import (
     TIOU_THRESHOLDS,

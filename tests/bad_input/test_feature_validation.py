@@ -21,7 +21,8 @@ import pytest
 
 from builders.core.records import Out
 from builders.corpora.howtostep.config import HowToStepConfig
-from builders.corpora.howtostep.features import VisualFeatures, load_row_features
+from builders.corpora.howtostep.features import load_row_features
+from builders.corpora.howtostep.pipeline import visual_features_step
 from builders.sources.visual_features import (
     BAD_FEATURES,
     FEATURE_DURATION_MISMATCH,
@@ -58,7 +59,7 @@ def _run(tmp_path: Path, files: dict[str, np.ndarray], rows: list[dict], **cfg_k
         np.save(feats / f"{vid}.npy", x)
     cfg = dataclasses.replace(HowToStepConfig(features=str(feats), visual_features="file", visual_dim=DIM), **cfg_kw)
     cfg.validate()
-    step = VisualFeatures(cfg)
+    step = visual_features_step(cfg)
     step.setup({"store": str(tmp_path / "store")})
     out = Out(step.name)
     step.process(rows, out)
@@ -211,7 +212,7 @@ def test_computed_non_finite_features_are_repaired_or_bad(tmp_path, monkeypatch)
 
     monkeypatch.setattr(ve, "extract_video_features", fake_extract)
     cfg = HowToStepConfig(visual_features="compute", visual_dim=DIM, vision_model_path=str(tmp_path))
-    step = VisualFeatures(cfg)
+    step = visual_features_step(cfg)
     step.store = tmp_path / "store"
     step.store.mkdir()
     step.encoder, step.index, step.text = object(), None, None

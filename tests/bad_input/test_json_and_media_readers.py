@@ -81,7 +81,7 @@ def test_raw_caption_json(tmp_path, case, bad, cut, reasons):
 
 
 def test_raw_caption_video_over_the_size_cap(tmp_path, monkeypatch):
-    monkeypatch.setattr(tr, "MAX_TRANSCRIPT_BYTES", 200)
+    monkeypatch.setattr(tr.transcript, "MAX_TRANSCRIPT_BYTES", 200)
     src = tmp_path / "raw_caption.json"
     src.write_text(_raw({6: '"v06": {"text": ' + json.dumps(["word"] * 100) + ', "start": [0], "end": [1]}'}))
     store = tr.open_transcripts(src, tmp_path / "work", set(IDS))

@@ -13,7 +13,7 @@ from builders.core.errors import InputError
 from builders.core.records import Out
 from builders.corpora.showhowto.config import ShowHowToConfig
 from builders.corpora.showhowto.prompts import load_prompt
-from builders.corpora.showhowto.transcribe import Transcribe
+from builders.corpora.showhowto.pipeline import steps
 from builders.models.llm import LLMSettings, make_llm
 from builders.sources.transcripts import TranscriptError
 from builders.sources.video_manifest import read_manifest, segments_from_json
@@ -102,7 +102,7 @@ def _transcribe(tmp_path: Path, files: dict[str, str | bytes], has_audio: bool =
         p.write_bytes(content if isinstance(content, bytes) else content.encode())
         rows.append({"video_id": f"vid{i:08d}", "video_path": str(tmp_path / "none.mp4"), "title": "",
                      "transcript_path": str(p), "has_audio": has_audio})
-    step = Transcribe(ShowHowToConfig())
+    step = next(s for s in steps(ShowHowToConfig()) if s.name == "transcribe")
     step.state = {"cache_dir": str(tmp_path)}
     step.setup(step.state)
     out = Out(step.name)
@@ -130,7 +130,7 @@ def test_transcript_files_end_in_named_reasons(tmp_path):
 def test_no_transcript_and_no_audio(tmp_path):
     row = {"video_id": "abcdefghijk", "video_path": str(tmp_path / "v.mp4"), "title": "",
            "transcript_path": str(tmp_path / "missing.json"), "has_audio": False}
-    step = Transcribe(ShowHowToConfig())
+    step = next(s for s in steps(ShowHowToConfig()) if s.name == "transcribe")
     step.state = {"cache_dir": str(tmp_path)}
     step.setup(step.state)
     out = Out(step.name)

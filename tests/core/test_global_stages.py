@@ -239,6 +239,7 @@ def test_model_steps_ask_for_a_gpu_only_on_a_cuda_device():
     from builders.core.step import gpus_for_device
     from builders.corpora.marc.config import MarcConfig
     from builders.corpora.marc.pipeline import ChatFilter
+    from builders.corpora.marc.pipeline import pipelines as marc_pipelines
     from builders.corpora.sieve_swap.config import SieveSwapConfig
     from builders.corpora.sieve_swap.pipeline import Swap, pipelines
 
@@ -248,4 +249,8 @@ def test_model_steps_ask_for_a_gpu_only_on_a_cuda_device():
     assert [gpus_for_device(d) for d in ("cpu", "cuda", "cuda:1", "mps")] == [0.0, 1.0, 1.0, 0.0]
     assert swap(SieveSwapConfig()).gpus() == 0.0 and swap(SieveSwapConfig(device="cuda")).gpus() == 1.0
     assert swap(SieveSwapConfig(device="cuda")).resources().gpus == 1.0
-    assert ChatFilter(MarcConfig(device="cuda:0")).gpus() == 1.0
+
+    def chat_filter(cfg):
+        return next(s for p in marc_pipelines(cfg) for s in p.steps if isinstance(s, ChatFilter))
+
+    assert chat_filter(MarcConfig()).gpus() == 0.0 and chat_filter(MarcConfig(device="cuda:0")).gpus() == 1.0

@@ -1,4 +1,4 @@
-"""LLM backends and generate_cached (builders/models/llm.py): cache behaviour with a fake backend, replay from JSONL and
+"""LLM backends and generate_cached (builders/models/llm/): cache behaviour with a fake backend, replay from JSONL and
 from a release's llm_outputs config, the vLLM engine contract (fake ``vllm`` module), and the real SmolLM2 GGUF."""
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import pytest
 from builders.core.errors import TransientError
 from builders.models.llm import (
     SMOLLM2_MODEL_ID,
+    LLMBackend,
     LLMRequest,
     LLMResult,
     LLMSettings,
-    context_budget,
-    count_tokens,
     generate_cached,
     make_llm,
 )
@@ -33,6 +32,7 @@ class FakeBackend:
     """Answers ``out:<content>``; ``bad`` -> an error result, ``boom`` -> raises ValueError, ``busy`` -> transient."""
 
     name, model_id, runtime = "fake", "fake/model", "fake"
+    keyed_by_location = False
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
@@ -42,6 +42,12 @@ class FakeBackend:
 
     def info(self) -> dict:
         return {}
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def context_budget(self) -> int | None:
+        return None
 
     def generate(self, requests):
         self.calls.append([r.request_id for r in requests])
@@ -59,6 +65,7 @@ class FakeBackend:
 
 def test_misses_go_in_one_call_hits_are_flagged_and_counted(tmp_path):
     backend, cache = FakeBackend(), RequestCache(tmp_path / "c.sqlite")
+    assert isinstance(backend, LLMBackend)  # the fake names everything the Protocol does
     first = [req(0, "a"), req(1, "b"), req(2, "a"), req(3, "c")]  # r0 and r2 share a key: sent once
     results, counters = generate_cached(backend, first, cache, "v1")
     assert backend.calls == [["r0", "r1", "r3"]]
@@ -144,7 +151,8 @@ def test_replay_from_jsonl(tmp_path):
     assert results[2].error == "llm_error: no recorded output for video v1 chunk 2 in outputs.jsonl"
     assert results[3].error == "llm_error: no recorded output for video v9 chunk 0 in outputs.jsonl"
     assert counters == {"llm_requests": 4, "llm_cache_hits": 0}
-    assert context_budget(backend) is None and count_tokens(backend, "three short words") == 3
+    assert backend.context_budget() is None and backend.count_tokens("three short words") == 3
+    assert isinstance(backend, LLMBackend) and backend.keyed_by_location
 
 
 @pytest.mark.parametrize("line, problem", [
@@ -266,6 +274,7 @@ def test_vllm_one_chat_call_greedy_bf16_prefix_caching_order_kept(fake_vllm, tmp
     model_dir.mkdir()
     backend = make_llm(LLMSettings(backend="vllm", model_path=str(model_dir)))
     assert (backend.name, backend.model_id, backend.runtime) == ("vllm", "Llama-2-7b-chat-hf", "vllm")
+    assert isinstance(backend, LLMBackend) and not backend.keyed_by_location
     assert fake_vllm.engines == []  # the engine starts on first use
     reqs = [req(i, f"chunk {i}") for i in range(5)]
     results, counters = generate_cached(backend, reqs, RequestCache(tmp_path / "c.sqlite"), "v1")
@@ -375,8 +384,9 @@ def test_smollm2_budget_counts_and_too_long_prompt(smollm2):
     # <|im_start|> system \n (3), "You are a helpful AI assistant named SmolLM, trained by Hugging Face" (16),
     # <|im_end|> \n (2), <|im_start|> user \n (3), <|im_end|> \n (2), <|im_start|> ass istant \n (4)
     assert overhead == 30
-    assert smollm2.context_budget() == context_budget(smollm2) == 2048 - 12 - 30
-    assert count_tokens(smollm2, "Boil water.") == smollm2.count_tokens("Boil water.") > 0
+    assert smollm2.context_budget() == 2048 - 12 - 30
+    assert smollm2.count_tokens("Boil water.") > 0
+    assert isinstance(smollm2, LLMBackend) and not smollm2.keyed_by_location
     [result] = smollm2.generate([req(0, "word " * 2100)])
     assert result.text is None and result.error.startswith("llm_error: prompt of ")
     assert result.error.endswith("tokens exceeds n_ctx 2048 - max_tokens 12")

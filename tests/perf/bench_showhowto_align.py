@@ -44,8 +44,8 @@ def _video(path: Path, seconds: int, fps: int = 25, w: int = 320, h: int = 240) 
 
 def run(seconds: int = 60) -> dict:
     from builders.core.records import Out
-    from builders.corpora.showhowto.align import KeyframeAlignment
     from builders.corpora.showhowto.config import ShowHowToConfig
+    from builders.corpora.showhowto.pipeline import steps as pipeline_steps
     from builders.models import media
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -62,7 +62,7 @@ def run(seconds: int = 60) -> dict:
         decode_rgb = n_rgb / (time.perf_counter() - t)
         steps = [f"Do step number {k}." for k in range(8)]
         cfg = ShowHowToConfig(aligner="clip", clip_model_path=str(tiny_clip(d / "clip", steps)), vision_batch_size=64)
-        step = KeyframeAlignment(cfg)
+        step = next(s for s in pipeline_steps(cfg) if s.name == "keyframe_alignment")
         step.setup(None)
         span = seconds / len(steps)
         row = {"video_id": "abcdefghijk", "video_path": str(video), "duration": float(seconds),

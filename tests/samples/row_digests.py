@@ -36,8 +36,21 @@ def _canonical(v: Any) -> Any:
     return v
 
 
+#: fields left out of the digest: a hash of the whole build config (HowToStep's ``provenance.config_sha256``), which
+#: changes with any config default and, before it was made portable, with the folder the inputs lay in
+MASKED = ("config_sha256",)
+
+
+def _masked(row: dict[str, Any]) -> dict[str, Any]:
+    prov = row.get("provenance")
+    if isinstance(prov, dict) and any(k in prov for k in MASKED):
+        return {**row, "provenance": {k: v for k, v in prov.items() if k not in MASKED}}
+    return row
+
+
 def release_digests(release: Path) -> dict[str, dict[str, Any]]:
-    """``{"<config>/<split>": {"rows": n, "sha256": ...}}`` of every Parquet shard set under ``release``."""
+    """``{"<config>/<split>": {"rows": n, "sha256": ...}}`` of every Parquet shard set under ``release`` (the fields
+    of :data:`MASKED` left out)."""
     out: dict[str, dict[str, Any]] = {}
     for config in sorted(p for p in release.iterdir() if p.is_dir() and any(p.glob("*.parquet"))):
         splits = sorted({f.name.split("-")[0] for f in config.glob("*-of-*.parquet")})
@@ -45,7 +58,7 @@ def release_digests(release: Path) -> dict[str, dict[str, Any]]:
             h, n = hashlib.sha256(), 0
             for shard in sorted(config.glob(f"{split}-*-of-*.parquet")):
                 for row in pq.read_table(shard).to_pylist():
-                    h.update(json.dumps(_canonical(row), sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n")
+                    h.update(json.dumps(_canonical(_masked(row)), sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n")
                     n += 1
             out[f"{config.name}/{split}"] = {"rows": n, "sha256": h.hexdigest()}
     return out

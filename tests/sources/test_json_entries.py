@@ -62,7 +62,7 @@ def test_a_value_across_many_read_chunks(monkeypatch):
 def _split(src: Path, out: Path, careful: bool, monkeypatch) -> tuple[dict, list, dict]:
     with monkeypatch.context() as m:
         if careful:
-            m.setattr(transcripts, "_split_plain", lambda *a, **k: None)
+            m.setattr(transcripts.raw_caption_split, "_split_plain", lambda *a, **k: None)
         counts = split_raw_captions(src, out, wanted_ids={"vidA", "vidB", "vidC", "vidD"})
     con = sqlite3.connect(out / INDEX_FILE)
     index = sorted(con.execute("SELECT * FROM videos"))

@@ -29,7 +29,8 @@ DEEP = 10_000  # nesting levels of the "deeply nested" inputs (ijson/json would 
 @pytest.fixture(autouse=True)
 def _small_stop_words(monkeypatch):
     """A small stop-word list for the caption.json check of htm_raw (spaCy's import takes seconds)."""
-    monkeypatch.setattr(tr, "english_stop_words", lambda: frozenset({"the", "and", "a", "to", "you", "it", "i"}))
+    monkeypatch.setattr(tr.stop_words, "english_stop_words",
+                        lambda: frozenset({"the", "and", "a", "to", "you", "it", "i"}))
 
 
 def _raw(segments: list[dict]) -> dict:
@@ -188,7 +189,7 @@ def test_htm_raw_split_once_and_oversize_video(raw_file, tmp_path, monkeypatch):
     before = marker.stat().st_mtime_ns
     reader = NarrationReader("htm_raw", raw_file, tmp_path / "work")  # same source: not split again
     assert marker.stat().st_mtime_ns == before
-    monkeypatch.setattr(tr, "MAX_TRANSCRIPT_BYTES", 100)
+    monkeypatch.setattr(tr.transcript, "MAX_TRANSCRIPT_BYTES", 100)
     assert "bytes >" in _malformed(reader, "showhowto_0")
 
 
@@ -272,7 +273,7 @@ def test_whisperx_bad_inputs(whisperx_dir, monkeypatch):
     assert "nested deeper" in _malformed(reader, "deep")
     assert math.isnan(reader.read("nan").segments[0][1])
     _missing(reader, "absent")
-    monkeypatch.setattr(tr, "MAX_TRANSCRIPT_BYTES", 100)
+    monkeypatch.setattr(tr.transcript, "MAX_TRANSCRIPT_BYTES", 100)
     assert "more than 100 bytes" in _malformed(reader, "showhowto_0")
     with pytest.raises(ValueError, match="directory"):
         NarrationReader("whisperx", whisperx_dir / "garbage.json")

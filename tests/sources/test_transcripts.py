@@ -126,7 +126,7 @@ def test_split_layout_wanted_ids_and_idempotence(tmp_path, raw_caption_file):
 def test_split_blocks_of_videos_and_per_video_digests(tmp_path, monkeypatch):
     """ARCHITECTURE.md "Scale": BLOCK_VIDEOS videos a file (never a file a video), each found by the index alone;
     a video's digest is the sha256 of its own bytes, so editing one video changes its digest only."""
-    monkeypatch.setattr(tr, "BLOCK_VIDEOS", 4)
+    monkeypatch.setattr(tr.raw_caption_split, "BLOCK_VIDEOS", 4)
     data = {f"vid{i:08d}": {"text": [f"word {i}"], "start": [i], "end": [i + 1]} for i in range(10)}
     src = tmp_path / "raw_caption.json"
     src.write_text(json.dumps(data), encoding="utf-8")
@@ -244,7 +244,7 @@ def test_corrupt_or_oversized_per_video_slice(tmp_path, monkeypatch):
     store = _split_one(tmp_path, {"text": ["a"], "start": [0], "end": [1]})
     block = tr.block_path(store.root, 0)
     assert store.get("vid00000001").segments == [(0.0, 1.0, "a")]
-    monkeypatch.setattr(tr, "MAX_TRANSCRIPT_BYTES", 10)
+    monkeypatch.setattr(tr.transcript, "MAX_TRANSCRIPT_BYTES", 10)
     with pytest.raises(TranscriptError, match="bytes") as err:
         store.get("vid00000001")
     assert err.value.reason == "malformed_transcript"
@@ -381,7 +381,7 @@ def test_open_transcripts_splits_once(tmp_path, raw_caption_file, monkeypatch):
 
     calls = []
     real_split = tr.split_raw_captions
-    monkeypatch.setattr(tr, "split_raw_captions", lambda *a: calls.append(a) or real_split(*a))
+    monkeypatch.setattr(tr.raw_caption_split, "split_raw_captions", lambda *a: calls.append(a) or real_split(*a))
     open_transcripts(raw_caption_file, work)
     assert calls == []  # the marker matches: no second split
     open_transcripts(raw_caption_file, work, wanted_ids={"AppleTurn01"})

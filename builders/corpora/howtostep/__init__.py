@@ -3,8 +3,9 @@ al., ECCV 2024; docs/corpora/howtostep.md): ASR narrations -> LLM steps
 -> Stage-1 (step -> narration -> time) and Stage-2 (NaSVA self-training) timestamps.
 
 The package is the corpus interface of ``python -m builders.build howtostep``: ``config`` (paper defaults, presets),
-``flags`` (inputs, the bundled sample), ``pipeline`` (source and step list) with its stages in ``transcribe``,
-``narrate``, ``features``, ``grounding`` and ``labeler``, ``prompts`` (versioned prompt texts) and ``release``.
+``flags`` (inputs, the bundled sample), ``pipeline`` (the config mapped onto the stages) with its stages in
+``narrate``, ``features``, ``grounding`` and ``labeler`` and the shared ones of ``builders/steps`` (the HowTo100M
+metadata, ``asr.Transcribe``), ``prompts`` (versioned prompt texts) and ``release``.
 """
 
 from __future__ import annotations

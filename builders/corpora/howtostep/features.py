@@ -23,19 +23,37 @@ tolerance: the build proceeds with the file's rows).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...core.config import to_dict
 from ...core.records import Out, Row
-from ...core.step import FitInputs, Step, gpus_for_device
+from ...core.step import FitInputs, Requirement, Resources, Step, execution_setting, gpus_for_device, input_path
 
-FEATURE_KEYS = ("visual_features", "visual_dim", "visual_backbone", "features", "features_index",
-                "vision_model_path", "text_encoder", "seed", "media", "feature_max_bad_share", "feature_max_abs",
-                "feature_duration_tolerance_s", "feature_duration_tolerance_frac", "feature_transcript_span_ratio")
+#: the packages the optional models import (pyproject extras)
+SENTENCE_TRANSFORMERS = Requirement("sentence_transformers", "embed")
+PYAV = Requirement("av", "asr")
+#: the package each ``visual_backbone`` of ``builders.models.vision_encoder.make_vision_encoder`` imports
+VISION_BACKBONES = {"open_clip": Requirement("open_clip", "gpu"), "open_clip_vit_l14": Requirement("open_clip", "gpu")}
+HF_CLIP = Requirement("transformers", "embed")
+
+
+def text_encoder_requirements(name: str) -> list[Requirement]:
+    """The package a text encoder ``name`` needs (``nasva.text_features.get_text_encoder``): none for ``hash[:DIM]``."""
+    return [] if name == "hash" or name.startswith("hash:") else [SENTENCE_TRANSFORMERS]
+
+
+def vision_requirements(backbone: str) -> list[Requirement]:
+    """The package the CLIP model of ``visual_backbone`` needs (transformers, or open_clip)."""
+    return [VISION_BACKBONES.get(backbone, HF_CLIP)]
+
+
+#: the row fields :func:`load_row_features` reads (written by :class:`VisualFeatures`)
+FEATURE_REF: dict[str, Any] = {"features_path": str, "features_rows": Any, "features_kind": str, "num_frames": int}
 DENSE_SUFFIX, SIMULATED_SUFFIX = ".f16.npy", ".sim.npy"
 #: a length more than this far from the container duration (within the tolerance) is counted
 #: (``feature_length_mismatch``); beyond the tolerance it is the drop ``feature_duration_mismatch``
@@ -84,29 +102,51 @@ def load_row_features(row: Row, visual_dim: int) -> np.ndarray:
     return x
 
 
+@dataclass(eq=False, kw_only=True)
 class VisualFeatures(Step):
     """Locate, check and repair (file), compute (CLIP image tower at 1 fps) or simulate each video's features
-    (docs/corpora/howtostep.md; drops and thresholds: docs/reason-codes.md, docs/configuration.md)."""
+    (docs/corpora/howtostep.md; drops and thresholds: docs/reason-codes.md, docs/configuration.md).
+
+    A video's feature file (``file``) or media file (``compute``) keys only its own rows (README.md "Caching and
+    resume"): ``features`` and ``media`` are per-item inputs; ``media`` is given only to compute (the frames are read
+    for nothing else)."""
 
     name = "visual_features"
     version = "3"
     id_field = "video_id"
-    uses_model = True
-    config_keys = FEATURE_KEYS
-    input_keys = ("features", "features_index", "media")
-    #: a video's feature file (file) or media file (compute) keys only its own rows (README.md "Caching and resume")
-    item_input_keys = ("features", "media")
+    reads = {"video_id": str, "duration": Any, "narrations": list}
+    writes = {"features_path": str, "features_rows": Any, "features_kind": str, "features_digest": Any,
+              "num_frames": int, "visual_features": str, "duration": Any}
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.vision_device) if self.cfg.visual_features == "compute" else 0.0
+    visual_features: str | None            # file | compute | simulated
+    visual_dim: int
+    visual_backbone: str
+    features: Path | None = input_path(per_item=True)
+    features_index: Path | None = input_path()
+    media: Path | None = input_path(per_item=True)
+    vision_model_path: str | None
+    text_encoder: str                      # g of the simulated features
+    feature_max_bad_share: float
+    feature_max_abs: float
+    feature_duration_tolerance_s: float
+    feature_duration_tolerance_frac: float
+    feature_transcript_span_ratio: float
+    vision_device: str = execution_setting("cpu")
 
-    def input_paths(self) -> list[Path]:
-        media = {Path(self.cfg.media)} if self.cfg.media and self.cfg.visual_features != "compute" else set()
-        return [p for p in super().input_paths() if p not in media]  # the frames are read only to compute
+    def resources(self) -> Resources:
+        return Resources(gpus=gpus_for_device(self.vision_device) if self.visual_features == "compute" else 0.0)
+
+    def missing_requirements(self) -> list[Requirement]:
+        if self.visual_features == "compute":
+            need = [PYAV, *vision_requirements(self.visual_backbone)]
+        elif self.visual_features == "file":
+            need = []
+        else:
+            need = text_encoder_requirements(self.text_encoder)
+        return [r for r in need if r.missing()]
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        cfg = to_dict(self.cfg)
-        key = hashlib.sha256(repr(sorted((k, cfg[k]) for k in FEATURE_KEYS)).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps(self.cache_config(), sort_keys=True, default=str).encode()).hexdigest()
         return {"store": str(Path(inputs.cache_dir) / "features" / key[:16])}
 
     def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
@@ -114,19 +154,19 @@ class VisualFeatures(Step):
         video (simulated features are a function of the rows)."""
         from ...core.fingerprint import hash_obj, item_file_sha
 
-        cfg, vids = self.cfg, [str(r[self.id_field]) for r in rows]
+        vids = [str(r[self.id_field]) for r in rows]
         cache = self.__dict__.setdefault("_items", {})
-        if cfg.visual_features == "file" and cfg.features:
+        if self.visual_features == "file" and self.features:
             if "index" not in cache:
                 from ...sources.visual_features import FeatureIndex
 
-                cache["index"] = FeatureIndex(cfg.features, cfg.features_index)
+                cache["index"] = FeatureIndex(self.features, self.features_index)
             return hash_obj({"features": {v: item_file_sha(cache["index"].lookup(v), memo) for v in vids}})
-        if cfg.visual_features == "compute" and cfg.media:
+        if self.visual_features == "compute" and self.media:
             if "media" not in cache:
                 from ...models import media
 
-                cache["media"] = media.find_media(cfg.media)
+                cache["media"] = media.find_media(self.media)
             return hash_obj({"media": {v: item_file_sha(cache["media"].get(v), memo) for v in vids}})
         return ""
 
@@ -137,23 +177,22 @@ class VisualFeatures(Step):
         super().setup(state)
         self.store = Path(state["store"])
         self.store.mkdir(parents=True, exist_ok=True)
-        cfg = self.cfg
         self.index = self.encoder = self.text = None
         self.media_files: dict[str, Path] = {}
-        if cfg.visual_features == "file":
+        if self.visual_features == "file":
             from ...sources.visual_features import FeatureIndex
 
-            self.index = FeatureIndex(cfg.features, cfg.features_index)
-        elif cfg.visual_features == "compute":
+            self.index = FeatureIndex(self.features, self.features_index)
+        elif self.visual_features == "compute":
             from ...models import media
             from ...models.vision_encoder import make_vision_encoder
 
-            self.encoder = make_vision_encoder(cfg.visual_backbone, cfg.vision_model_path, cfg.vision_device)
-            self.media_files = media.find_media(cfg.media) if cfg.media else {}
+            self.encoder = make_vision_encoder(self.visual_backbone, self.vision_model_path, self.vision_device)
+            self.media_files = media.find_media(self.media) if self.media else {}
         else:
             from ...nasva.data import get_text_encoder
 
-            self.text = get_text_encoder(cfg.text_encoder)
+            self.text = get_text_encoder(self.text_encoder)
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...models.media import MediaError
@@ -212,21 +251,21 @@ class VisualFeatures(Step):
         from ...sources.visual_features import (FeatureFileError, check_feature_duration, fp16_features,
                                                 read_visual_features, repair_feature_rows)
 
-        cfg, vid = self.cfg, r["video_id"]
-        if cfg.visual_features == "file":
+        vid = r["video_id"]
+        if self.visual_features == "file":
             path = self.index.lookup(vid)
             if path is None:
                 raise FeatureFileError("missing_features", f"no feature file for {vid} under --features")
-            x, counters = read_visual_features(path, cfg.visual_dim, max_bad_share=cfg.feature_max_bad_share,
-                                               max_abs=cfg.feature_max_abs)
+            x, counters = read_visual_features(path, self.visual_dim, max_bad_share=self.feature_max_bad_share,
+                                               max_abs=self.feature_max_abs)
             check_feature_duration(x.shape[0], r.get("duration"), narrated_end(r),
-                                   cfg.feature_duration_tolerance_s, cfg.feature_duration_tolerance_frac,
-                                   cfg.feature_transcript_span_ratio)
+                                   self.feature_duration_tolerance_s, self.feature_duration_tolerance_frac,
+                                   self.feature_transcript_span_ratio)
             if counters.get("features_repaired"):
                 out.count("features_repaired", counters["features_repaired"])
                 return (DENSE, fp16_features(x)), x.shape[0], "file"
             return (Path(path), _digest(x)), x.shape[0], "file"
-        if cfg.visual_features == "compute":
+        if self.visual_features == "compute":
             from ...models.vision_encoder import extract_video_features
 
             src = self.media_files.get(vid)
@@ -235,9 +274,9 @@ class VisualFeatures(Step):
             x, manifest = extract_video_features(src, self.encoder, num_seconds=frame_count(r))  # MediaError: above
             if manifest.get("padded_rows"):
                 out.count("feature_rows_padded", int(manifest["padded_rows"]))
-            if x.shape[1] != cfg.visual_dim:
-                raise FeatureFileError("bad_features", f"dimension {x.shape[1]} != visual_dim {cfg.visual_dim}")
-            x, n_repaired = repair_feature_rows(x, cfg.feature_max_bad_share, cfg.feature_max_abs)  # NaN/Inf rows
+            if x.shape[1] != self.visual_dim:
+                raise FeatureFileError("bad_features", f"dimension {x.shape[1]} != visual_dim {self.visual_dim}")
+            x, n_repaired = repair_feature_rows(x, self.feature_max_bad_share, self.feature_max_abs)  # NaN/Inf rows
             out.count("features_repaired", n_repaired)
             return (DENSE, fp16_features(x)), x.shape[0], "computed"
         return (SIMULATED, self._simulated_factors(r)), frame_count(r), "simulated"

@@ -14,14 +14,15 @@ Every step keeps its row; per-step drops go to ``dropped_steps`` (stage, reason,
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ...core.records import Out, Row
-from ...core.step import Step, gpus_for_device
-from .features import VisualFeatures, load_row_features
-from .labeler import LabelerTraining, MptvaLongModel, require_mptva_pathways
+from ...core.step import Requirement, Resources, Step, execution_setting, gpus_for_device
+from .features import FEATURE_REF, load_row_features, text_encoder_requirements, vision_requirements
+from .labeler import TORCH, check_mptva_pathways, has_paired_text_tower
 
 
 def _drop_step(row_drops: list[dict[str, Any]], step: dict[str, Any], stage: str, reason: str,
@@ -32,27 +33,48 @@ def _drop_step(row_drops: list[dict[str, Any]], step: dict[str, Any], stage: str
 
 class PairedTextTower:
     """The text tower paired with the visual features, for MPTVA's S-V-short and ``step_video``: P·e(text)
-    for simulated features, else the CLIP model at ``vision_model_path`` (``encode_texts``), loaded once."""
+    for simulated features, else the CLIP model at ``vision_model_path`` (``encode_texts``), loaded once.
+    ``step``: a :class:`_TowerStep` (its visual-feature parameters)."""
 
-    def __init__(self, cfg: Any):
-        self.cfg = cfg
+    def __init__(self, step: _TowerStep):
+        self.step = step
         self._clip = None
 
     def encode(self, row: Row, texts: list[str], g_emb: np.ndarray) -> np.ndarray | None:
-        from .labeler import has_paired_text_tower
-
+        p = self.step
         if row["visual_features"] == "simulated":
             from ...ops.simulated_features import simulated_text_tower
 
-            return simulated_text_tower(g_emb, dim=self.cfg.visual_dim, seed=0)
-        if not has_paired_text_tower(self.cfg):
+            return simulated_text_tower(g_emb, dim=p.visual_dim, seed=0)
+        if not has_paired_text_tower(p):
             return None
         if self._clip is None:
             from ...models.vision_encoder import make_vision_encoder
 
-            self._clip = make_vision_encoder(self.cfg.visual_backbone, self.cfg.vision_model_path,
-                                             self.cfg.vision_device)
+            self._clip = make_vision_encoder(p.visual_backbone, p.vision_model_path, p.vision_device)
         return self._clip.encode_texts(texts)
+
+
+@dataclass(eq=False, kw_only=True)
+class _TowerStep(Step):
+    """What the stages that embed step texts share: the text encoder g and the visual features' parameters of the
+    paired text tower (:class:`PairedTextTower`)."""
+
+    id_field = "video_id"
+
+    text_encoder: str                  # g (Li et al., ECCV 2024, §3.1)
+    max_vlen: int                      # frames beyond it are not grounded (paper supp. §6.1: 1200 s)
+    visual_features: str | None        # file | compute | simulated (the tower of simulated features is P·e(text))
+    visual_dim: int
+    visual_backbone: str
+    vision_model_path: str | None      # the CLIP model the features come from: its text tower
+    vision_device: str = execution_setting("cpu")
+
+    def _tower_requirements(self) -> list[Requirement]:
+        need = text_encoder_requirements(self.text_encoder)
+        if self.visual_features != "simulated" and self.vision_model_path:
+            need += vision_requirements(self.visual_backbone)
+        return need
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -65,24 +87,33 @@ def _t_eff(row: Row, max_vlen: int) -> int:
     return int(min(row["num_frames"], max_vlen))
 
 
-class Stage1(Step):
+@dataclass(eq=False, kw_only=True)
+class Stage1(_TowerStep):
     """Li et al., ECCV 2024, §3.1 (``ops.step_timestamps.stage1_timestamps``): T_SN = softmax_n(g(S)·g(N)/nu), Y_SV =
     T_SN·Y_NV, centre, window grown with zeta, keep iff score >= epsilon1 (kept steps become the labeler's training
     labels)."""
 
     name = "stage1"
     version = "1"
-    id_field = "video_id"
-    uses_model = True
-    config_keys = ("text_encoder", "stage1_method", "nu", "zeta", "epsilon1", "max_vlen", "visual_dim",
-                   "vision_model_path", "visual_backbone")
+    reads = {"video_id": str, "steps": list, "narrations": list, "visual_features": str, **FEATURE_REF}
+    writes = {"steps": list}
+
+    stage1_method: str                 # step_asr (paper default) | step_video (Table 3 "Step-Video")
+    nu: float
+    zeta: float
+    epsilon1: float
+
+    def missing_requirements(self) -> list[Requirement]:
+        need = self._tower_requirements() if self.stage1_method == "step_video" else \
+            text_encoder_requirements(self.text_encoder)
+        return [r for r in need if r.missing()]
 
     def setup(self, state: Any) -> None:
         super().setup(state)
         from ...nasva.data import get_text_encoder
 
-        self.g = get_text_encoder(self.cfg.text_encoder)
-        self.tower = PairedTextTower(self.cfg)
+        self.g = get_text_encoder(self.text_encoder)
+        self.tower = PairedTextTower(self)
 
     def process(self, rows: list[Row], out: Out) -> None:
         from threadpoolctl import threadpool_limits
@@ -94,23 +125,23 @@ class Stage1(Step):
     def _process(self, rows: list[Row], out: Out) -> None:
         from ...ops import step_timestamps as st
 
-        cfg = self.cfg
         for r in rows:
             steps, narr = r["steps"], r["narrations"]
-            T = _t_eff(r, cfg.max_vlen)
+            T = _t_eff(r, self.max_vlen)
             s_emb = self.g.encode([s["text"] for s in steps])
             starts = np.array([n["start"] for n in narr], dtype=np.float64)
             ends = np.array([n["end"] for n in narr], dtype=np.float64)
-            if cfg.stage1_method == "step_video":
+            if self.stage1_method == "step_video":
                 tower = self.tower.encode(r, [s["text"] for s in steps], s_emb)
                 if tower is None:
                     raise ValueError("stage1_method=step_video needs a text tower paired with the visual features "
                                      "(visual_features=simulated or vision_model_path)")
-                frames = load_row_features(r, cfg.visual_dim)[:T]
-                res = st.stage1_step_video(tower, frames, zeta=cfg.zeta, eps1=cfg.epsilon1)
+                frames = load_row_features(r, self.visual_dim)[:T]
+                res = st.stage1_step_video(tower, frames, zeta=self.zeta, eps1=self.epsilon1)
             else:
                 n_emb = self.g.encode([n["text"] for n in narr])
-                res = st.stage1_timestamps(s_emb, n_emb, starts, ends, T, nu=cfg.nu, zeta=cfg.zeta, eps1=cfg.epsilon1)
+                res = st.stage1_timestamps(s_emb, n_emb, starts, ends, T, nu=self.nu, zeta=self.zeta,
+                                           eps1=self.epsilon1)
                 out.count("narration_beyond_video", int(res.beyond))
             new = []
             for k, s in enumerate(steps):
@@ -122,13 +153,15 @@ class Stage1(Step):
             out.keep({**r, "steps": new})
 
 
+@dataclass(eq=False)
 class Stage1Final(Step):
     """``rounds=0`` (Table 9 round 0): the Stage-1 windows are the final labels; steps below epsilon1 are dropped as
     ``stage1_below_eps1``."""
 
     name = "stage1_labels"
     id_field = "video_id"
-    config_keys = ()
+    reads = {"video_id": str, "steps": list, "dropped_steps": list}
+    writes = {"grounded_steps": list, "dropped_steps": list, "anchor": str}
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
@@ -141,23 +174,37 @@ class Stage1Final(Step):
             out.keep({**r, "grounded_steps": kept, "dropped_steps": drops, "anchor": "stage1_window"})
 
 
+@dataclass(eq=False, kw_only=True)
 class Stage2(Step):
     """Li et al., ECCV 2024, §3.3 (``ops.step_timestamps.stage2_timestamps``): the round's labeler grounds every parsed
     step in ``<step>`` mode; keep iff the cosine at t* >= epsilon2, anchor ``start`` with ``delta_sec`` (Table 8 best);
-    rounds >= 2 use the Table 9 settings of ``round_settings``."""
+    rounds >= 2 use the Table 9 settings of ``round_settings`` (the pipeline gives each round its own)."""
 
     version = "1"
     id_field = "video_id"
-    uses_model = True
+    reads = {"video_id": str, "steps": list, "dropped_steps": list, "labeler": dict, **FEATURE_REF}
+    writes = {"grounded_steps": list, "dropped_steps": list, "anchor": str, "labeler_sha256": str}
+    requires = (TORCH,)
 
-    def __init__(self, cfg: Any, round_: int = 1):
-        super().__init__(cfg)
-        self.round = round_
-        self.name = "stage2" if round_ == 1 else f"stage2_round{round_}"
-        self.config_keys = ("epsilon2", "anchor", "delta_sec", "zeta", "max_vlen", "visual_dim", "nasva_text_encoder")
+    round: int                         # the self-training round (Table 9): its stage is ``stage2_round<r>`` from 2
+    epsilon2: float                    # the round's keep threshold on the cosine at t*
+    anchor: str                        # start | centre | grown
+    delta_sec: float | None            # the window's length from the anchor (None: grown with zeta)
+    zeta: float
+    max_vlen: int
+    visual_dim: int
+    nasva_text_encoder: str            # the labeler's text encoder (its package)
+    labeler_device: str = execution_setting("cpu")
+    name: str = field(init=False, default="stage2")
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.labeler_device)
+    def __post_init__(self) -> None:
+        self.name = "stage2" if self.round == 1 else f"stage2_round{self.round}"
+
+    def resources(self) -> Resources:
+        return Resources(gpus=gpus_for_device(self.labeler_device))
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [r for r in (*self.requires, *text_encoder_requirements(self.nasva_text_encoder)) if r.missing()]
 
     def setup(self, state: Any) -> None:
         super().setup(state)
@@ -170,29 +217,20 @@ class Stage2(Step):
         if ckpt not in self._grounders:
             from ...nasva.infer import Grounder
 
-            self._grounders[ckpt] = Grounder(ckpt, device=self.cfg.labeler_device, text_cache=cache)
+            self._grounders[ckpt] = Grounder(ckpt, device=self.labeler_device, text_cache=cache)
         return self._grounders[ckpt]
-
-    def settings(self) -> tuple[float, str, float | None]:
-        if self.round == 1:
-            return self.cfg.epsilon2, self.cfg.anchor, self.cfg.delta_sec
-        from ...ops.step_timestamps import round_settings
-
-        eps, anchor, delta = round_settings(self.round)
-        return eps, anchor, delta
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...ops.step_timestamps import stage2_timestamps
 
-        cfg = self.cfg
-        eps, anchor, delta = self.settings()
+        eps, anchor, delta = self.epsilon2, self.anchor, self.delta_sec
         for r in rows:
-            T = _t_eff(r, cfg.max_vlen)
+            T = _t_eff(r, self.max_vlen)
             g = self.grounder(r["labeler"]["checkpoint"], r["labeler"]["text_cache"])
             steps = r["steps"]  # every parsed step, every round (Li et al., ECCV 2024, §3.3)
-            feats = load_row_features(r, cfg.visual_dim)[:T]
-            A = g.matrices([(feats, [s["text"] for s in steps])], mode="step", max_rows=cfg.max_vlen)[0]
-            res = stage2_timestamps(A, eps2=eps, anchor=anchor, delta=delta or 0.0, zeta=cfg.zeta)
+            feats = load_row_features(r, self.visual_dim)[:T]
+            A = g.matrices([(feats, [s["text"] for s in steps])], mode="step", max_rows=self.max_vlen)[0]
+            res = stage2_timestamps(A, eps2=eps, anchor=anchor, delta=delta or 0.0, zeta=self.zeta)
             drops = [d for d in r["dropped_steps"] if not d["stage"].startswith("stage2")]  # an earlier round's
             kept = []
             for k, s in enumerate(steps):
@@ -206,28 +244,41 @@ class Stage2(Step):
                       "labeler_sha256": r["labeler"]["sha256"]})
 
 
-class MptvaLabels(Step):
+@dataclass(eq=False, kw_only=True)
+class MptvaLabels(_TowerStep):
     """Chen et al., ECCV 2024, §3.2.2: A_mult = mean(A_SNV, A_long, A_short); k* = argmax; frames |t - k*| <= W
     positive; keep iff A_mult[k*] >= gamma (``mptva_below_gamma``). A missing pathway fails unless
     ``mptva_allow_missing``."""
 
     name = "mptva_labels"
     version = "1"
-    id_field = "video_id"
-    uses_model = True
-    config_keys = ("text_encoder", "tau", "mptva_w", "mptva_gamma", "mptva_gamma_mode", "mptva_keep_ratio",
-                   "mptva_allow_missing", "max_vlen", "visual_dim", "vision_model_path", "visual_backbone")
+    reads = {"video_id": str, "steps": list, "narrations": list, "dropped_steps": list, "labeler": dict,
+             "visual_features": str, **FEATURE_REF}
+    writes = {"grounded_steps": list, "dropped_steps": list, "anchor": str, "labeler_sha256": str,
+              "mptva_pathways": int}
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.labeler_device)
+    tau: float
+    mptva_w: int
+    mptva_gamma: float
+    mptva_gamma_mode: str
+    mptva_keep_ratio: float
+    mptva_allow_missing: bool
+    labeler_device: str = execution_setting("cpu")
+
+    def resources(self) -> Resources:
+        return Resources(gpus=gpus_for_device(self.labeler_device))
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [r for r in (TORCH, *self._tower_requirements()) if r.missing()]
 
     def setup(self, state: Any) -> None:
         super().setup(state)
         from ...nasva.data import get_text_encoder
 
-        require_mptva_pathways(self.cfg)  # also when the long model's fit was cached
-        self.g = get_text_encoder(self.cfg.text_encoder)
-        self.tower = PairedTextTower(self.cfg)
+        # also when the long model's fit was cached
+        check_mptva_pathways(self.visual_features, self.vision_model_path, self.mptva_allow_missing)
+        self.g = get_text_encoder(self.text_encoder)
+        self.tower = PairedTextTower(self)
         self._long = None
 
     def process(self, rows: list[Row], out: Out) -> None:
@@ -235,26 +286,26 @@ class MptvaLabels(Step):
         from ...ops import step_timestamps as st
         from ...ops.mptva import mptva_fuse, snv_matrix
 
-        cfg = self.cfg
         for r in rows:
             steps, narr = r["steps"], r["narrations"]
-            T = _t_eff(r, cfg.max_vlen)
+            T = _t_eff(r, self.max_vlen)
             s_emb = self.g.encode([s["text"] for s in steps])
             n_emb = self.g.encode([n["text"] for n in narr])
             Y, beyond = st.narration_frame_matrix(np.array([n["start"] for n in narr]),
                                                   np.array([n["end"] for n in narr]), T)
             out.count("narration_beyond_video", int(beyond))
-            a_snv = snv_matrix(s_emb, n_emb, Y, tau=cfg.tau)
-            feats = load_row_features(r, cfg.visual_dim)[:T]
+            a_snv = snv_matrix(s_emb, n_emb, Y, tau=self.tau)
+            feats = load_row_features(r, self.visual_dim)[:T]
             if self._long is None:
-                self._long = Grounder(r["labeler"]["checkpoint"], device=cfg.labeler_device,
+                self._long = Grounder(r["labeler"]["checkpoint"], device=self.labeler_device,
                                       text_cache=r["labeler"]["text_cache"])
-            a_long = self._long.matrices([(feats, [s["text"] for s in steps])], mode="step", max_rows=cfg.max_vlen)[0]
+            a_long = self._long.matrices([(feats, [s["text"] for s in steps])], mode="step",
+                                         max_rows=self.max_vlen)[0]
             tower = self.tower.encode(r, [s["text"] for s in steps], s_emb)
             a_short = None if tower is None else _cosines(tower, feats)  # S-V-short: cos(E_t(s_k), E_v(v_t))
-            res = mptva_fuse(a_snv, a_long, a_short, W=cfg.mptva_w, gamma=cfg.mptva_gamma,
-                             gamma_mode=cfg.mptva_gamma_mode, keep_ratio=cfg.mptva_keep_ratio,
-                             allow_missing=cfg.mptva_allow_missing)
+            res = mptva_fuse(a_snv, a_long, a_short, W=self.mptva_w, gamma=self.mptva_gamma,
+                             gamma_mode=self.mptva_gamma_mode, keep_ratio=self.mptva_keep_ratio,
+                             allow_missing=self.mptva_allow_missing)
             drops, kept = list(r["dropped_steps"]), []
             for k, s in enumerate(steps):
                 ps = [None if not np.isfinite(v) else float(v) for v in res.pathway_scores[k]]
@@ -268,18 +319,22 @@ class MptvaLabels(Step):
                       "labeler_sha256": r["labeler"]["sha256"], "mptva_pathways": 3 if a_short is not None else 2})
 
 
+@dataclass(eq=False)
 class LLMTimestampLabels(Step):
     """``labeler=llm_timestamps`` (Li et al., ECCV 2024, supp. Table 6 row 1, 19.6 R@1): the LLM's timestamp is
     ``start``, ``end = start + delta_sec``; no Stage 1/2; a step without one is dropped as ``no_llm_timestamp``."""
 
     name = "llm_timestamp_labels"
     id_field = "video_id"
-    config_keys = ("delta_sec", "max_vlen")
+    reads = {"video_id": str, "steps": list, "dropped_steps": list, "num_frames": int}
+    writes = {"grounded_steps": list, "dropped_steps": list, "anchor": str}
+
+    delta_sec: float
+    max_vlen: int
 
     def process(self, rows: list[Row], out: Out) -> None:
-        cfg = self.cfg
         for r in rows:
-            T = _t_eff(r, cfg.max_vlen)
+            T = _t_eff(r, self.max_vlen)
             drops, kept = list(r["dropped_steps"]), []
             for s in r["steps"]:
                 t = s.get("llm_time")
@@ -287,17 +342,19 @@ class LLMTimestampLabels(Step):
                     _drop_step(drops, s, self.name, "no_llm_timestamp", None)
                     continue
                 start = float(min(t, T - 1))
-                kept.append({**s, "start": start, "end": float(min(start + cfg.delta_sec, T - 1)), "score": None})
+                kept.append({**s, "start": start, "end": float(min(start + self.delta_sec, T - 1)), "score": None})
             out.keep({**r, "grounded_steps": kept, "dropped_steps": drops, "anchor": "llm_timestamp"})
 
 
+@dataclass(eq=False)
 class RequireGroundedSteps(Step):
     """A video with no step left is dropped as ``all_steps_dropped``; kept steps are sorted by
     (start, step_index) as in the released files (docs/corpora/howtostep.md, Outputs)."""
 
     name = "require_grounded_steps"
     id_field = "video_id"
-    config_keys = ()
+    reads = {"video_id": str, "grounded_steps": list, "dropped_steps": list}
+    writes = {"final_steps": list}
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
@@ -309,19 +366,3 @@ class RequireGroundedSteps(Step):
             out.count("final_steps", len(final))
             out.keep({**r, "final_steps": final})
 
-
-def grounding_steps(cfg: Any) -> list[Step]:
-    """The labeler's stages for ``cfg.labeler`` and ``cfg.rounds`` (docs/corpora/howtostep.md, Pipeline)."""
-    steps: list[Step] = [VisualFeatures(cfg)]
-    if cfg.labeler == "llm_timestamps":
-        steps.append(LLMTimestampLabels(cfg))
-    elif cfg.labeler == "mptva":
-        steps += [MptvaLongModel(cfg), MptvaLabels(cfg)]
-    else:
-        steps.append(Stage1(cfg))
-        if cfg.rounds == 0:
-            steps.append(Stage1Final(cfg))
-        for r in range(1, cfg.rounds + 1):
-            steps += [LabelerTraining(cfg, r), Stage2(cfg, r)]
-    steps.append(RequireGroundedSteps(cfg))
-    return steps

@@ -20,12 +20,19 @@ import hashlib
 import json
 import os
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...core.config import ConfigError
 from ...core.records import Out, Row
-from ...core.step import FitInputs, Step, gpus_for_device
+from ...core.step import (FitInputs, Requirement, Resources, Step, execution_setting, gpus_for_device,
+                          input_path)
+from .features import FEATURE_REF, text_encoder_requirements
+
+#: NaSVA is a torch model (torch comes with sentence-transformers, the ``embed`` extra)
+TORCH = Requirement("torch", "embed")
+
 
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
@@ -83,18 +90,19 @@ def _link_features(sources: list[tuple[str, Any, int]], folder: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _train(inputs: FitInputs, cfg: Any, tag: str, labels: dict[str, list[dict[str, Any]]] | None,
+def _train(inputs: FitInputs, stage: _NasvaTraining, tag: str, labels: dict[str, list[dict[str, Any]]] | None,
            narrations: dict[str, list[dict[str, Any]]] | None, rows: list[Row]) -> dict[str, Any]:
-    """Write the label files, link the features and run (or resume) ``builders.nasva.train.train``."""
+    """Write the label files, link the features and run (or resume) ``builders.nasva.train.train`` with the
+    training parameters of ``stage``."""
     from ...nasva.train import NasvaTrainConfig, train
 
     cache = Path(inputs.cache_dir)
-    train_cfg = NasvaTrainConfig(epochs=cfg.labeler_epochs, batch_size=cfg.labeler_batch_size, lr=cfg.labeler_lr,
-                                 seed=cfg.seed, max_vlen=cfg.max_vlen, text_encoder=cfg.nasva_text_encoder,
-                                 device=cfg.labeler_device)
+    train_cfg = NasvaTrainConfig(epochs=stage.labeler_epochs, batch_size=stage.labeler_batch_size, lr=stage.labeler_lr,
+                                 seed=stage.seed, max_vlen=stage.max_vlen, text_encoder=stage.nasva_text_encoder,
+                                 device=stage.labeler_device)
     blobs = {n: json.dumps(d, sort_keys=True).encode() for n, d in (("labels", labels), ("narrations", narrations))
              if d is not None}
-    sources = _feature_sources(rows, cfg.visual_dim)
+    sources = _feature_sources(rows, stage.visual_dim)
     probe = [[vid, src.as_dict() if not isinstance(src, Path) else str(src), size] for vid, src, size in sources]
     key = hashlib.sha256(json.dumps([tag, {k: hashlib.sha256(b).hexdigest() for k, b in blobs.items()}, probe,
                                      train_cfg.__dict__], sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -108,7 +116,7 @@ def _train(inputs: FitInputs, cfg: Any, tag: str, labels: dict[str, list[dict[st
             p.write_bytes(b)
         paths[n] = p
     summary = train(work / "features", work / "ckpt", labels=paths.get("labels"), narrations=paths.get("narrations"),
-                    cfg=train_cfg, text_cache=cache / "nasva_text.sqlite", visual_backbone=cfg.visual_backbone,
+                    cfg=train_cfg, text_cache=cache / "nasva_text.sqlite", visual_backbone=stage.visual_backbone,
                     progress=False)
     dest = Path(inputs.artefact_dir) / "labeler"
     dest.mkdir(parents=True, exist_ok=True)
@@ -122,12 +130,31 @@ def _train(inputs: FitInputs, cfg: Any, tag: str, labels: dict[str, list[dict[st
             "resumed_from_epoch": summary.get("resumed_from")}
 
 
-class _LabelerStage(Step):
-    id_field = "video_id"
-    uses_model = True
+@dataclass(eq=False, kw_only=True)
+class _NasvaTraining(Step):
+    """A global stage that trains (or names) a NaSVA labeler (the docs/evaluation.md schedule) and gives every row
+    ``labeler = {checkpoint, sha256, text_cache}``."""
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.labeler_device)
+    id_field = "video_id"
+    reads = {"video_id": str, "split": str, "narrations": list, **FEATURE_REF}
+    writes = {"labeler": dict}
+    requires = (TORCH,)
+
+    labeler_epochs: int
+    labeler_batch_size: int
+    labeler_lr: float
+    seed: int
+    max_vlen: int                      # texts ending at or after it are excluded by the trainer
+    nasva_text_encoder: str
+    visual_backbone: str
+    visual_dim: int                    # the width of the features the trainer reads
+    labeler_device: str = execution_setting("cpu")
+
+    def resources(self) -> Resources:
+        return Resources(gpus=gpus_for_device(self.labeler_device))
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [r for r in (*self.requires, *text_encoder_requirements(self.nasva_text_encoder)) if r.missing()]
 
     def process(self, rows: list[Row], out: Out) -> None:
         st = self.state
@@ -137,19 +164,25 @@ class _LabelerStage(Step):
             out.keep({**r, "labeler": info})
 
 
-class LabelerTraining(_LabelerStage):
+@dataclass(eq=False, kw_only=True)
+class LabelerTraining(_NasvaTraining):
     """Li et al., ECCV 2024, §3.3: the round's NaSVA labeler, trained on ``train``-split videos with >= 1 label (texts
     ending at or after ``max_vlen`` are excluded by the trainer); ``labeler_train_text=steps+narrations`` adds the W
     samples."""
 
     version = "1"
 
-    def __init__(self, cfg: Any, round_: int = 1):
-        super().__init__(cfg)
-        self.round = round_
-        self.name = "train_labeler" if round_ == 1 else f"train_labeler_round{round_}"
-        self.config_keys = ("labeler_epochs", "labeler_batch_size", "labeler_lr", "seed", "max_vlen",
-                            "nasva_text_encoder", "labeler_train_text", "visual_backbone")
+    round: int                         # round 1 trains on the Stage-1 labels, round r on round r-1's kept steps
+    labeler_train_text: str            # steps | steps+narrations
+    name: str = field(init=False, default="train_labeler")
+
+    def __post_init__(self) -> None:
+        self.name = "train_labeler" if self.round == 1 else f"train_labeler_round{self.round}"
+
+    @property
+    def reads(self) -> dict[str, Any]:  # type: ignore[override]
+        """Round 1 reads the Stage-1 windows of ``steps``, a later round the previous round's ``grounded_steps``."""
+        return {**_NasvaTraining.reads, ("steps" if self.round == 1 else "grounded_steps"): list}
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         labels: dict[str, list[dict[str, Any]]] = {}
@@ -166,7 +199,7 @@ class LabelerTraining(_LabelerStage):
             if not items:
                 continue
             labels[r["video_id"]] = items
-            if self.cfg.labeler_train_text == "steps+narrations":
+            if self.labeler_train_text == "steps+narrations":
                 narrs[r["video_id"]] = [{"text": n["text"], "start": n["start"], "end": n["end"]}
                                         for n in r["narrations"]]
             rows.append(r)
@@ -177,43 +210,50 @@ class LabelerTraining(_LabelerStage):
             raise ConfigError(f"the round-{self.round} NaSVA labeler has nothing to train on: round {self.round - 1} "
                               "kept no step of a train-split video (Stage 2 threshold). Lower the round-1 "
                               f"--set epsilon2, add inputs, or use --set rounds={self.round - 1}")
-        return _train(inputs, self.cfg, f"round{self.round}", labels, narrs or None, rows)
+        return _train(inputs, self, f"round{self.round}", labels, narrs or None, rows)
 
 
 def has_paired_text_tower(cfg: Any) -> bool:
     """Chen et al., ECCV 2024, §3.2.2 (S-V-short): a text tower paired with the per-second visual features exists for
     the simulated features (P·e(text)) and for CLIP features from the local model at ``vision_model_path`` (its
-    ``get_text_features``: computed features, or feature files that the user declares to come from that model)."""
+    ``get_text_features``: computed features, or feature files that the user declares to come from that model).
+    ``cfg``: the corpus config or a stage with these two parameters."""
     return cfg.visual_features == "simulated" or bool(cfg.vision_model_path)
 
 
 def require_mptva_pathways(cfg: Any) -> None:
     """Chen et al., ECCV 2024, §3.2.2: S-V-short needs a paired text tower (:func:`has_paired_text_tower`). Without it
     MPTVA fails before any training, unless ``mptva_allow_missing`` (the two other pathways averaged)."""
-    if cfg.labeler == "mptva" and not has_paired_text_tower(cfg) and not cfg.mptva_allow_missing:
-        raise ConfigError(f"labeler=mptva with visual_features={cfg.visual_features}: the S-V-short pathway needs a "
+    if cfg.labeler == "mptva":
+        check_mptva_pathways(cfg.visual_features, cfg.vision_model_path, cfg.mptva_allow_missing)
+
+
+def check_mptva_pathways(visual_features: str | None, vision_model_path: str | None, allow_missing: bool) -> None:
+    """:func:`require_mptva_pathways` for MPTVA's parameters."""
+    if not (visual_features == "simulated" or vision_model_path) and not allow_missing:
+        raise ConfigError(f"labeler=mptva with visual_features={visual_features}: the S-V-short pathway needs a "
                           "text tower paired with the visual features (Chen et al., ECCV 2024, §3.2.2): "
                           "use --set visual_features=simulated, "
                           "or give the CLIP model the features come from with --set vision_model_path=DIR, or "
                           "--set mptva_allow_missing=true to average S-N-V and S-V-long (recorded in provenance)")
 
 
-class MptvaLongModel(_LabelerStage):
+@dataclass(eq=False, kw_only=True)
+class MptvaLongModel(_NasvaTraining):
     """S-V-long (Chen et al., ECCV 2024, §3.2.2): ``mptva_long_model`` (a NaSVA checkpoint folder), else a NaSVA trained
-    on the narrations of the ``train`` split (W only, ASR timestamps as labels); its sha256 goes into provenance."""
+    on the narrations of the ``train`` split (W only, ASR timestamps as labels); its sha256 goes into provenance.
+    (A missing S-V-short pathway fails when the pipeline is assembled, before a long model is trained for nothing.)"""
 
     name = "mptva_long_model"
     version = "1"
-    config_keys = ("mptva_long_model", "labeler_epochs", "labeler_batch_size", "labeler_lr", "seed", "max_vlen",
-                   "nasva_text_encoder", "visual_backbone")
-    input_keys = ("mptva_long_model",)
+
+    mptva_long_model: Path | None = input_path()
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         from ...nasva.data import default_text_cache
 
-        require_mptva_pathways(self.cfg)  # before a long model is trained for nothing
-        if self.cfg.mptva_long_model:
-            ckpt = Path(self.cfg.mptva_long_model)
+        if self.mptva_long_model:
+            ckpt = Path(self.mptva_long_model)
             model = ckpt / "model.pt" if ckpt.is_dir() else ckpt
             return {"checkpoint": str(ckpt.resolve()), "sha256": _sha256(model),
                     "text_cache": str(Path(inputs.cache_dir) / "nasva_text.sqlite") if inputs.cache_dir
@@ -227,4 +267,4 @@ class MptvaLongModel(_LabelerStage):
         if not narrs:
             raise ConfigError("MPTVA S-V-long: no train-split video with narrations to train the long-term model on; "
                               "give --set mptva_long_model=CKPT")
-        return {**_train(inputs, self.cfg, "mptva_long", None, narrs, rows), "trained": True}
+        return {**_train(inputs, self, "mptva_long", None, narrs, rows), "trained": True}

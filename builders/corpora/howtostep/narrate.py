@@ -9,33 +9,60 @@ supp. Table 6).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ...core.records import Out, Row
-from ...core.step import Step, gpus_for_device
-from .base import CacheDirStep
+from ...core.step import (CacheDirStep, Requirement, Resources, Step, execution_setting, gpus_for_device,
+                          input_path)
+
+#: the packages the optional models import (pyproject extras)
+TRANSFORMERS = Requirement("transformers", "llm")
+LLM_BACKENDS = {"smollm2": (TRANSFORMERS, Requirement("gguf", "llm")), "vllm": (Requirement("vllm", "gpu"),),
+                "replay": ()}
 
 #: bump when the LLM request (messages, decoding) or its post-processing changes: part of the request-cache key
 LLM_CODE_VERSION = "1"
 
 
+@dataclass(eq=False)
 class Narrations(Step):
     """The narration list N of a video (sentences with ASR times), or a drop: ``not_english``,
-    ``too_few_narrations``, ``no_speech``; sentences with bad times are removed (counter ``bad_timestamp``)."""
+    ``too_few_narrations``, ``no_speech``; sentences with bad times are removed (counter ``bad_timestamp``).
+
+    ``sentencify_mode=bert`` restores the punctuation of ``htm_raw`` captions with TAN's BERT model
+    (``punctuation_model_path``, on ``device``) before sentencification (Han et al., CVPR 2022)."""
 
     name = "narrations"
     version = "1"
     id_field = "video_id"
-    config_keys = ("seed", "min_narrations", "language_threshold", "sentencify_mode", "punctuation_model_path")
-    uses_model = True
+    reads = {"video_id": str, "language": str, "segments": list, "words": Any, "transcript_source": str}
+    writes = {"language": str, "sentencify_mode": str, "narrations": list}
+    removes = ("segments", "words")
+
+    seed: int
+    min_narrations: int
+    language_threshold: float
+    sentencify_mode: str
+    punctuation_model_path: str | None
+    transcript_format: str | None
+    device: str = execution_setting("cpu")
+
+    @property
+    def punctuates(self) -> bool:
+        return self.sentencify_mode == "bert" and self.transcript_format == "htm_raw"
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [TRANSFORMERS] if self.punctuates and TRANSFORMERS.missing() else []
 
     def setup(self, state: Any) -> None:
         super().setup(state)
         self.punctuate = None
-        if self.cfg.sentencify_mode == "bert" and self.cfg.transcript_format == "htm_raw":
+        if self.punctuates:
             from ...models.punctuation import BertPunctuator
 
-            self.punctuate = BertPunctuator(self.cfg.punctuation_model_path, device=self.cfg.asr_device)
+            self.punctuate = BertPunctuator(self.punctuation_model_path, device=self.device)
 
     def teardown(self) -> None:
         self.punctuate = None
@@ -44,10 +71,8 @@ class Narrations(Step):
         from ...models.language import tan_language_filter
         from ...ops.sentencify import narrations_from_transcript
 
-        cfg = self.cfg
-
         def english(texts: list[str]) -> tuple[bool, float]:
-            return tan_language_filter(texts, seed=cfg.seed, threshold=cfg.language_threshold)
+            return tan_language_filter(texts, seed=self.seed, threshold=self.language_threshold)
 
         for r in rows:
             vid = r["video_id"]
@@ -58,9 +83,9 @@ class Narrations(Step):
                 words = [[(w["word"], w["start"], w["end"]) for w in seg] for seg in r["words"]]
             # WhisperX ``language`` decides when present; langdetect (TAN filter (a)) runs otherwise (Han et al., CVPR
             # 2022)
-            res = narrations_from_transcript(r["transcript_source"], segments, words, seed=cfg.seed,
+            res = narrations_from_transcript(r["transcript_source"], segments, words, seed=self.seed,
                                              language=lang or None, english_check=english,
-                                             min_narrations=cfg.min_narrations, punctuate=self.punctuate)
+                                             min_narrations=self.min_narrations, punctuate=self.punctuate)
             for k, v in res.counters.items():
                 out.count(k, v)
             if res.reason:
@@ -73,6 +98,8 @@ class Narrations(Step):
 
 
 def llm_settings(cfg: Any):
+    """The LLM backend's settings from the config keys ``llm*`` (the corpus config, or an :class:`LLMSteps`: its
+    fields have the keys' names)."""
     from ...models.llm import LLMSettings
 
     return LLMSettings(backend=cfg.llm, model_path=cfg.llm_model_path, max_tokens=cfg.llm_max_tokens,
@@ -85,35 +112,56 @@ def _fits(backend: Any, prompt: Any, sentences: list[tuple[str, float, float]]) 
     """Toolkit rule: a chunk must fit the LLM's input budget (n_ctx - max_new_tokens - prompt)."""
     from .prompts import render_chunk
 
-    budget = getattr(backend, "context_budget", lambda: None)()
+    budget = backend.context_budget()  # None: the backend has no budget (replay)
     if budget is None or len(sentences) <= 1:
         return True
     return backend.count_tokens(render_chunk(prompt, sentences)) <= budget
 
 
+@dataclass(eq=False, kw_only=True)
 class LLMSteps(CacheDirStep):
     """Li et al., ECCV 2024, §3.1: chunks of ``chunk_size`` sentences (halved recursively while over the input budget),
-    one batched request per shard through the request cache, then the numbered-step parser."""
+    one batched request per shard through the request cache, then the numbered-step parser.
+
+    ``prompt_id`` is the prompt in use (the config's ``effective_prompt_id``: the labeler's own unless one is named);
+    ``llm_batch_size`` and ``llm_device`` say how the backend runs, not what it answers (not keyed)."""
 
     name = "llm_steps"
     version = "1"
     id_field = "video_id"
-    uses_model = True
-    config_keys = ("chunk_size", "prompt_id", "prompt_template", "labeler", "llm", "llm_model_path", "llm_replay",
-                   "llm_max_tokens", "llm_temperature", "llm_n_ctx", "llm_max_model_len", "max_step_words",
-                   "max_steps_per_chunk", "max_vlen")
-    input_keys = ("prompt_template", "llm_replay")
+    reads = {"video_id": str, "narrations": list}
+    writes = {"chunks": list, "steps": list, "dropped_steps": list, "num_raw_steps": int, "llm_status": str,
+              "llm_detail": str, "llm_model": str, "llm_runtime": Any}
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.llm_device) if self.cfg.llm == "vllm" else 0.0
+    chunk_size: int
+    prompt_id: str
+    prompt_template: Path | None = input_path()
+    llm: str                              # smollm2 | vllm | replay
+    llm_model_path: str | None
+    llm_replay: Path | None = input_path()  # replay: the recorded outputs
+    llm_max_tokens: int
+    llm_temperature: float
+    llm_n_ctx: int
+    llm_max_model_len: int
+    max_step_words: int
+    max_steps_per_chunk: int
+    max_vlen: int                         # chunks starting at or after it are dropped (``beyond_max_vlen``)
+    llm_batch_size: int = execution_setting(8)
+    llm_device: str = execution_setting("cpu")
+
+    def resources(self) -> Resources:
+        return Resources(gpus=gpus_for_device(self.llm_device) if self.llm == "vllm" else 0.0)
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [r for r in LLM_BACKENDS.get(self.llm, ()) if r.missing()]  # a replayed LLM needs no package
 
     def setup(self, state: Any) -> None:
         super().setup(state)
         from ...models.llm import make_llm
         from .prompts import load_prompt
 
-        self.prompt = load_prompt(self.cfg.effective_prompt_id, self.cfg.prompt_template)
-        self.backend = make_llm(llm_settings(self.cfg))
+        self.prompt = load_prompt(self.prompt_id, self.prompt_template)
+        self.backend = make_llm(llm_settings(self))
         self.cache = self.request_cache()
 
     def teardown(self) -> None:
@@ -124,7 +172,7 @@ class LLMSteps(CacheDirStep):
     def _chunks(self, narr: list[dict[str, Any]]) -> list[tuple[int, int]]:
         from ...ops.step_parser import chunk_ranges, halve_ranges
 
-        todo = list(chunk_ranges(len(narr), self.cfg.chunk_size))
+        todo = list(chunk_ranges(len(narr), self.chunk_size))
         done: list[tuple[int, int]] = []
         while todo:
             a, b = todo.pop(0)
@@ -144,7 +192,7 @@ class LLMSteps(CacheDirStep):
         for r in rows:
             narr = r["narrations"]
             ranges = self._chunks(narr)
-            expected = -(-len(narr) // self.cfg.chunk_size)
+            expected = -(-len(narr) // self.chunk_size)
             if len(ranges) > expected:  # chunks over the LLM's input budget were halved
                 out.count("chunks_halved", len(ranges) - expected)
             plans.append(ranges)
@@ -162,7 +210,7 @@ class LLMSteps(CacheDirStep):
     def _parse_video(self, r: Row, ranges: list[tuple[int, int]], by_id: dict[str, Any], out: Out) -> Row:
         from ...ops.step_parser import parse_steps
 
-        cfg, vid, narr = self.cfg, r["video_id"], r["narrations"]
+        vid, narr = r["video_id"], r["narrations"]
         chunks, steps, dropped, errors = [], [], [], []
         for ci, (a, b) in enumerate(ranges):
             res = by_id[f"{vid}/{ci}"]
@@ -173,12 +221,12 @@ class LLMSteps(CacheDirStep):
                 continue
             words = sum(len(n["text"].split()) for n in narr[a:b + 1])
             parsed = parse_steps(res.text, numbered=self.prompt.numbered, input_words=words,
-                                 max_step_words=cfg.max_step_words, max_steps_per_chunk=cfg.max_steps_per_chunk,
+                                 max_step_words=self.max_step_words, max_steps_per_chunk=self.max_steps_per_chunk,
                                  with_timestamps=self.prompt.timestamped_output)
             out.count(f"parse_mode_{parsed.parse_mode}")
             if not parsed.steps:
                 out.count("llm_chunk_unparsable")
-            beyond = narr[a]["start"] >= cfg.max_vlen  # toolkit: chunks starting at >= max_vlen (``beyond_max_vlen``)
+            beyond = narr[a]["start"] >= self.max_vlen  # toolkit: chunks starting at >= max_vlen (``beyond_max_vlen``)
             for text, reason in parsed.dropped:
                 dropped.append({"step_index": None, "chunk_index": ci, "text": text, "stage": self.name,
                                 "reason": reason, "score": None})
@@ -206,12 +254,14 @@ class LLMSteps(CacheDirStep):
                 "llm_runtime": self.backend.runtime}
 
 
+@dataclass(eq=False)
 class RequireSteps(Step):
     """Drop the videos whose LLM output gave no step (``llm_unparsable``) or whose request failed (``llm_error``)."""
 
     name = "require_steps"
     id_field = "video_id"
-    config_keys = ()
+    reads = {"video_id": str, "llm_status": str, "llm_detail": str}
+    writes = {}
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:

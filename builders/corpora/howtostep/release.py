@@ -24,9 +24,8 @@ import numpy as np
 from loading_scripts import howtostep as schema
 
 from ... import __version__ as TOOLKIT_VERSION
-from ...core.config import to_dict
 from ...core.orchestrate import BuildResult
-from ...release.flow import ReleaseSpec, code_key, write_release
+from ...release.flow import ReleaseSpec, code_key, portable_inputs, write_release
 from ...release.parts import ShardedRows, ShardedScan, scan_partials
 from ...release.streaming import count_rows
 from ...release.tallies import ReportTallies, Tally
@@ -34,6 +33,7 @@ from ...core.shards import StageData
 from ...release import compare_with_paper, md_table, stats_tables
 from .config import HowToStepConfig
 from .flags import PATH_KEYS
+from .pipeline import final_labels_stage, labeler_steps
 
 NAME = "howtostep"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "howtostep.md"
@@ -81,7 +81,9 @@ def provenance_fields(cfg: HowToStepConfig) -> dict[str, Any]:
         from ...ops.step_timestamps import round_settings
 
         eps2, _, delta = round_settings(cfg.rounds)
-    conf = json.dumps(to_dict(cfg), sort_keys=True, default=str)
+    # the config as build_config.yaml holds it (input paths relative to their common root): rows do not depend on
+    # where the inputs or the checkout lie
+    conf = json.dumps(portable_inputs(cfg, PATH_KEYS, {})[0], sort_keys=True, default=str)
     return {
         "builder_version": TOOLKIT_VERSION, "config_sha256": hashlib.sha256(conf.encode()).hexdigest(),
         "text_encoder": text_encoder_id(cfg),
@@ -165,8 +167,9 @@ def models_info(cfg: HowToStepConfig, result: BuildResult, asr_used: set[str]) -
                             "sentence-transformers": ver("sentence-transformers")},
            "nasva_text_encoder": {"model_id": MODEL_IDS.get(cfg.nasva_text_encoder, cfg.nasva_text_encoder)},
            "visual": {"backbone": cfg.visual_backbone, "features": cfg.visual_features, "dim": cfg.visual_dim}}
+    labelers = {s.name for s in labeler_steps(cfg) if "labeler" in (s.writes or {})}  # the stages of NaSVA models
     for name, rec in result.fits.items():
-        if name.startswith(("train_labeler", "mptva_long_model")):
+        if name in labelers:
             out[name] = {k: rec.state.get(k) for k in ("sha256", "num_videos", "num_texts", "loss_per_epoch",
                                                        "resumed_from_epoch", "trained") if k in rec.state}
     return out
@@ -344,7 +347,7 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: HowToStepConfi
 def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
             info: dict[str, Any]) -> dict[str, dict[str, int]]:
     """The five configs, streamed from the final work shards, through the core's release flow."""
-    stages = {"videos": result.outputs["videos"], "grounded": _last_grounding_stage(result),
+    stages = {"videos": result.outputs["videos"], "grounded": _last_grounding_stage(result, cfg),
               "narrations": result.stage("narrations"), "llm_steps": result.stage("llm_steps")}
     sc = functools.cache(lambda: scan(result, stages, code_key(spec)))
     models = functools.cache(lambda: models_info(cfg, result, sc().asr_used))
@@ -414,12 +417,11 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
     return write_release(result, cfg, out_dir, info, spec)
 
 
-def _last_grounding_stage(result: BuildResult) -> StageData | None:
-    """The last labeler stage before ``require_grounded_steps``: every grounded video, with its dropped steps (videos
-    later dropped as ``all_steps_dropped`` included)."""
-    names = [n for n in result.steps if n.startswith(("stage2", "stage1_labels", "mptva_labels",
-                                                      "llm_timestamp_labels"))]
-    return result.stage(names[-1]) if names else None
+def _last_grounding_stage(result: BuildResult, cfg: HowToStepConfig) -> StageData | None:
+    """The last labeler stage before ``require_grounded_steps`` (``pipeline.final_labels_stage``): every grounded
+    video, with its dropped steps (videos later dropped as ``all_steps_dropped`` included)."""
+    name = final_labels_stage(cfg)
+    return result.stage(name) if name in result.steps else None
 
 
 def _all_drops(result: BuildResult) -> Iterator[dict[str, Any]]:

@@ -1,6 +1,7 @@
-"""The text side of the MARC corpus: extracted Schema.org recipes -> instructions -> the five recipe filters ->
-dishes -> dish splits (docs/corpora/marc.md; Lin et al., ACL 2020,
-§2.1, A.1.1).
+"""The text side of the MARC corpus, after the extraction (:mod:`.extraction`): extracted Schema.org recipes ->
+instructions -> the five recipe filters -> dishes -> dish splits (:class:`SelectTextRecipes`), then the ingredient
+terms of each text recipe (:class:`IngredientTerms`) (docs/corpora/marc.md, Pipeline steps 2-4 and 6; Lin et al., ACL
+2020, §2, §2.3, A.1.1, A.1.4).
 
 :func:`select_text_recipes` takes the recipe records of :func:`builders.sources.schema_org.read_schema_recipes`
 and returns rows shaped like the release's ``recipes`` config (text modality), with the split of their dish, plus
@@ -10,6 +11,7 @@ one named drop per removed recipe. The corpus pipeline (videos, pairs, alignment
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections import Counter, defaultdict
@@ -17,12 +19,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.records import Drop
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...core.artefacts import artefact_dir
+from ...core.fingerprint import hash_obj
+from ...core.records import Drop, Out, Row
+from ...core.step import FitInputs, Requirement, Step
+from ...models.nlp import ContentLemmatizer
 from ...ops import dishes
 from ...sources.schema_org import detect_language, instruction_units
 from .config import MarcConfig
 
 STAGE = "text_recipes"
+NOUN_POS = frozenset({"NOUN", "PROPN"})
+SPACY = Requirement("spacy", "nlp")
+#: a row of the release's ``recipes`` config, text or video (a video's also holds its search ``rank``)
+RECIPE_FIELDS: dict[str, Any] = {
+    "recipe_id": str, "dish_id": str, "dish_name": str, "modality": str, "title": str, "url": str, "language": str,
+    "ingredients": list, "instructions": list, "step_index": list, "section": list, "start": list, "end": list,
+    "num_chat_removed": int, "source": dict, "split": str}
 _NON_WORD = re.compile(r"\W+")
 
 
@@ -47,9 +63,10 @@ def _norm_instruction(text: str) -> str:
     return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
-def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | None = None) -> TextRecipes:
+def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: Any = None) -> TextRecipes:
     """Apply the instruction units, recipe filters and dishes (docs/corpora/marc.md, Pipeline steps 2-4) to
-    extracted recipe records, in that order.
+    extracted recipe records, in that order. ``cfg`` holds the settings the filters read (a :class:`MarcConfig`, or
+    the :class:`SelectTextRecipes` step); None: the paper's defaults.
 
     1. ``non_english``: py3langid on the joined instructions is not ``en`` (under 20 characters: the declared
        language); 2. ``title_too_long``: more than ``max_title_words`` whitespace tokens; 3. ``duplicate_recipe``:
@@ -158,3 +175,85 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: MarcConfig | 
     counts["kept"] = len(rows)
     counts["dishes"] = len(kept_dishes)
     return TextRecipes(rows, drops, counts, outcome)
+
+
+@dataclass(eq=False)
+class SelectTextRecipes(Step):
+    """Lin et al., ACL 2020, §2, A.1.1: instructions, English, title length, duplicates, common title words, >= 2 steps,
+    dishes with >= 3 recipes (capped at 100), dish splits. Global decisions, so the work is done once in ``fit``
+    (:func:`select_text_recipes`, which reads this step's parameters)."""
+
+    name = "select_text_recipes"
+    version = "2"
+    id_field = "recipe_id"
+    reads = {"_key": str, "title": Any, "url": Any, "page_url": str, "recipe_index_in_page": int, "steps": list,
+             "language": Any, "ingredients": list, "extraction": str, "warc_filename": Any,
+             "warc_record_offset": Any, "warc_record_id": Any}
+    writes = RECIPE_FIELDS
+    replaces = True
+
+    instruction_unit: str
+    max_title_words: int
+    min_steps: int
+    title_word_quantile: float
+    min_recipes_per_dish: int
+    max_recipes_per_dish: int
+    test_dishes: int
+    validation_dishes: int
+    paper_dishes: int
+
+    def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        """Global stage: the outcome of every record (its kept row or its drop), written as ``outcome.parquet``."""
+        outcome = select_text_recipes(inputs.data.rows(), self).outcome
+        table = [{"key": k, "drop": [o.item_id, o.reason, o.detail] if isinstance(o, Drop) else None,
+                  "row": None if isinstance(o, Drop) else json.dumps(o, ensure_ascii=False)}
+                 for k, o in sorted(outcome.items())]
+        schema = pa.schema([("key", pa.string()), ("drop", pa.list_(pa.string())), ("row", pa.string())])
+        pq.write_table(pa.Table.from_pylist(table, schema=schema), inputs.artefact_dir / "outcome.parquet")
+        # the outcome's digest: when an edit changes it (a recipe's dish, a duplicate, the title-word quantile), every
+        # shard is redone (a look-up); those whose rows come out the same leave the later stages cached
+        return {"records": len(table), "digest": hash_obj(table)}
+
+    def setup(self, state: Any) -> None:
+        self.outcome = pq.read_table(artefact_dir(state) / "outcome.parquet")
+        self.index = {k: i for i, k in enumerate(self.outcome.column("key").to_pylist())}
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            i = self.index[r["_key"]]
+            drop = self.outcome.column("drop")[i].as_py()
+            if drop is not None:
+                out.drop(*drop)
+            else:
+                out.keep(json.loads(self.outcome.column("row")[i].as_py()))
+
+
+@dataclass(eq=False)
+class IngredientTerms(Step):
+    """Ingredient terms (Lin et al., ACL 2020, §2.3, A.1.4): per ingredient line (casefolded, parentheses removed, cut
+    at the first comma, quantities dropped) the spaCy lemmas of NOUN/PROPN tokens minus units and non-ingredient nouns;
+    the recipe's set is the union."""
+
+    name = "ingredient_terms"
+    version = "1"
+    id_field = "recipe_id"
+    reads = {"ingredients": list}
+    writes = {"ingredient_terms": list}
+    requires = (SPACY,)
+
+    spacy_model: str
+
+    def setup(self, state: Any) -> None:
+        self.lemmatize = ContentLemmatizer(self.spacy_model, pos=NOUN_POS)
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        lines = [[dishes.clean_ingredient_line(x) for x in r["ingredients"]] for r in rows]
+        flat = [x for ls in lines for x in ls]
+        lemmas = iter(self.lemmatize(flat))
+        for r, ls in zip(rows, lines):
+            terms: set[str] = set()
+            for _ in ls:
+                terms |= dishes.ingredient_terms(next(lemmas))
+            if not terms:
+                out.count("no_ingredient_terms")
+            out.keep({**r, "ingredient_terms": sorted(terms)})

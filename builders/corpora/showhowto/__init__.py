@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from .config import ShowHowToConfig
 from .flags import add_arguments, overrides_from_args, resolve_inputs
-from .pipeline import pipelines
+from .pipeline import DEFAULT_SHARD_SIZE, pipelines
 from .release import NAME, release
 
 Config = ShowHowToConfig
-DEFAULT_SHARD_SIZE = 4
 
 __all__ = [
            "DEFAULT_SHARD_SIZE",

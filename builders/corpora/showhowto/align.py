@@ -10,28 +10,48 @@ frame), ``steps_out_of_range`` (steps beyond the last decoded frame of a truncat
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import io
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from ...core.records import Out, Row
-from ...core.step import Step, gpus_for_device
-from .transcribe import ITEM_INPUT_KEYS, files_digest
+from ...core.step import Requirement, Resources, Step, execution_setting, gpus_for_device
+from ...models import media
+from ...ops.keyframe_alignment import (
+    align_keyframes,
+    candidate_mask,
+    frame_windows,
+    middle_scores,
+    start_sec_frame_idx,
+)
+from ...ops.keystep_parsing import validate_keysteps
+from ...steps.asr import PYAV
+from .transcribe import files_digest
+
+#: the package each CLIP backend imports (``builders.models.vision_encoder``); a plug-in brings its own
+CLIP_BACKENDS = {"hf": Requirement("transformers", "embed"), "open_clip": Requirement("open_clip", "gpu")}
 
 
-def clip_encoder(cfg: Any) -> Any:
+def clip_encoder(params: Any) -> Any:
     """The aligner's model: any object with ``encode_images(pixels)`` / ``encode_texts(texts)`` and ``image_size``
     (``builders.models.vision_encoder``): a transformers CLIPModel folder, or open_clip ``clip_arch`` (DFN5B-CLIP
-    ViT-H-14-378 in the paper preset) from a local checkpoint. Nothing downloads."""
+    ViT-H-14-378 in the paper preset) from a local checkpoint. Nothing downloads. ``params``: the
+    :class:`KeyframeAlignment` step (or anything with its ``clip_*`` and ``vision_*`` attributes)."""
     from ...models.vision_encoder import HFClipVisionEncoder, OpenClipVisionEncoder
 
-    if cfg.clip_backend == "plugin":
-        return PluginEncoder.load(cfg.clip_model_path)
-    if cfg.clip_backend == "open_clip":
-        return OpenClipVisionEncoder(cfg.clip_arch, weights_path=cfg.clip_model_path, device=cfg.vision_device,
-                                     batch_size=cfg.vision_batch_size)
-    return HFClipVisionEncoder(cfg.clip_model_path, device=cfg.vision_device, batch_size=cfg.vision_batch_size)
+    if params.clip_backend == "plugin":
+        return PluginEncoder.load(params.clip_model_path)
+    if params.clip_backend == "open_clip":
+        return OpenClipVisionEncoder(params.clip_arch, weights_path=params.clip_model_path,
+                                     device=params.vision_device, batch_size=params.vision_batch_size)
+    return HFClipVisionEncoder(params.clip_model_path, device=params.vision_device,
+                               batch_size=params.vision_batch_size)
 
 
 class PluginEncoder:
@@ -49,9 +69,6 @@ class PluginEncoder:
 
     @classmethod
     def load(cls, spec: str | None) -> PluginEncoder:
-        import importlib
-        import importlib.util
-
         if not spec or ":" not in spec:
             raise ValueError("clip_backend=plugin needs --set clip_model_path=module:factory (or file.py:factory)")
         where, name = spec.rsplit(":", 1)
@@ -78,53 +95,81 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.where(n > 0, n, 1.0)
 
 
+@dataclass(eq=False)
 class KeyframeAlignment(Step):
     """Souček et al., CVPR 2025, App. A: windows ``[max(0, s-eps), min(t_last, e+eps)]`` on the ``fps`` grid, the
     order-preserving DP, and per step ``frame_time``, ``score`` (null for ``middle``), ``start_sec = floor(a_k)`` and
-    ``frame_idx`` (toolkit)."""
+    ``frame_idx`` (toolkit).
+
+    Parameters: ``aligner`` (clip | middle | auto: clip when ``clip_model_path`` is given, else middle), the frame
+    grid ``fps``, the window margin ``epsilon``, the step checks ``min_steps`` / ``range_tolerance`` and the CLIP
+    model (``clip_backend`` hf | open_clip | plugin, ``clip_model_path``, ``clip_arch``). The CLIP checkpoint (or a
+    ``file.py`` plug-in) is fingerprinted (:meth:`input_paths`); each row's video file keys its shard. The device and
+    batch size say how the model runs (not part of the cache key)."""
 
     name = "keyframe_alignment"
     version = "1"
     id_field = "video_id"
-    uses_model = True
-    config_keys = ("aligner", "fps", "epsilon", "clip_backend", "clip_model_path", "clip_arch", "min_steps",
-                   "range_tolerance")
-    input_keys = ("clip_model_path",)
-    item_input_keys = ITEM_INPUT_KEYS  # each row's video file keys its shard
     item_fields = ("video_id", "video_path")
+    reads = {"video_id": str, "video_path": str, "duration": Any, "steps": list}
+    writes = {"steps": list, "t_last": float, "num_grid_frames": int, "aligner": str, "alignment_objective": float,
+              "mean_score": Any}
+
+    aligner: str
+    fps: int
+    epsilon: float
+    min_steps: int
+    range_tolerance: float
+    clip_backend: str
+    clip_model_path: str | None
+    clip_arch: str
+    vision_device: str = execution_setting("cpu")
+    vision_batch_size: int = execution_setting(64)
+
+    @property
+    def effective_aligner(self) -> str:
+        """``auto`` = ``clip`` when a model path is configured, else ``middle`` (the config's own rule)."""
+        if self.aligner == "auto":
+            return "clip" if self.clip_model_path else "middle"
+        return self.aligner
 
     def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
         return files_digest(rows, memo, "video_path")
 
-    def input_paths(self) -> list:
+    def input_paths(self) -> list[Path]:
         """The CLIP checkpoint is fingerprinted; a plug-in's ``module:factory`` names code, not a file: a
-        ``file.py`` plug-in is fingerprinted by its file."""
-        from pathlib import Path
-
-        path = self.cfg.clip_model_path
-        if self.cfg.effective_aligner != "clip" or not path:
+        ``file.py`` plug-in is fingerprinted by its file. It keys the whole stage."""
+        path = self.clip_model_path
+        if self.effective_aligner != "clip" or not path:
             return []
-        if self.cfg.clip_backend == "plugin":
+        if self.clip_backend == "plugin":
             where = path.rsplit(":", 1)[0]
             return [Path(where)] if where.endswith(".py") else []
         return [Path(path)]
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.vision_device) if self.cfg.effective_aligner == "clip" else 0.0
+    def stage_input_paths(self) -> list[Path]:
+        return self.input_paths()
+
+    def resources(self) -> Resources:
+        return Resources(gpus=gpus_for_device(self.vision_device) if self.effective_aligner == "clip" else 0.0)
+
+    def missing_requirements(self) -> list[Requirement]:
+        """PyAV, and the CLIP backend's package when the CLIP aligner runs."""
+        clip = CLIP_BACKENDS.get(self.clip_backend) if self.effective_aligner == "clip" else None
+        return [r for r in (PYAV, clip) if r is not None and r.missing()]
 
     def setup(self, state: Any) -> None:
         super().setup(state)
-        self.encoder = clip_encoder(self.cfg) if self.cfg.effective_aligner == "clip" else None
+        self.encoder = clip_encoder(self) if self.effective_aligner == "clip" else None
 
     def teardown(self) -> None:
         self.encoder = None
 
     def _decode(self, path: str, lo: np.ndarray, hi: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
         """Decode the grid once; with an encoder, embed (in batches) the frames inside some pre-clipping window."""
-        from ...models import media
         from ...models.vision_encoder import clip_preprocess
 
-        fps = self.cfg.fps
+        fps = self.fps
         enc = self.encoder
 
         def wanted(g: int) -> bool:
@@ -145,43 +190,33 @@ class KeyframeAlignment(Step):
         for g, frame in media.iter_grid_frames(path, fps=fps, wanted=wanted if enc is not None else None, stats=stats):
             if frame is not None:
                 batch.append((g, frame))
-                if len(batch) >= self.cfg.vision_batch_size:
+                if len(batch) >= self.vision_batch_size:
                     flush()
         if enc is not None:
             flush()
         return int(stats.get("frames", 0)), feats
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ...models import media
-        from ...ops.keyframe_alignment import (
-            align_keyframes,
-            candidate_mask,
-            frame_windows,
-            middle_scores,
-            start_sec_frame_idx,
-        )
-        from ...ops.keystep_parsing import validate_keysteps
-
-        cfg, aligner = self.cfg, self.cfg.effective_aligner
+        aligner = self.effective_aligner
         for r in rows:
             vid, steps = r["video_id"], r["steps"]
             starts = np.array([s["start"] for s in steps], np.float64)
             ends = np.array([s["end"] for s in steps], np.float64)
             try:
-                n, feats = self._decode(r["video_path"], np.maximum(0.0, starts - cfg.epsilon), ends + cfg.epsilon)
+                n, feats = self._decode(r["video_path"], np.maximum(0.0, starts - self.epsilon), ends + self.epsilon)
             except media.MediaError as e:
                 out.drop(vid, "video_unreadable", e.detail or str(e))
                 continue
-            t_last = (n - 1) / cfg.fps
+            t_last = (n - 1) / self.fps
             failure = validate_keysteps([(s["instruction"], s["start"], s["end"]) for s in steps], r.get("duration"),
-                                        t_last, min_steps=cfg.min_steps, tolerance=cfg.range_tolerance)
+                                        t_last, min_steps=self.min_steps, tolerance=self.range_tolerance)
             if failure is not None:
                 out.drop(vid, str(failure.reason), f"{failure.detail} (t_last {t_last:.1f} s)"[:300])
                 continue
-            a, b = frame_windows(starts, ends, t_last, epsilon=cfg.epsilon, fps=cfg.fps)
-            mask = candidate_mask(a, b, n, fps=cfg.fps)
+            a, b = frame_windows(starts, ends, t_last, epsilon=self.epsilon, fps=self.fps)
+            mask = candidate_mask(a, b, n, fps=self.fps)
             if aligner == "middle":
-                scores = middle_scores(starts, ends, n, fps=cfg.fps)
+                scores = middle_scores(starts, ends, n, fps=self.fps)
             else:
                 cols = np.flatnonzero(mask.any(axis=0))
                 missing = [int(g) for g in cols if int(g) not in feats]
@@ -196,11 +231,11 @@ class KeyframeAlignment(Step):
                 out.drop(vid, "alignment_infeasible", f"{len(steps)} steps, {int(mask.any(axis=0).sum())} candidate "
                                                       f"frames: no strictly increasing assignment")
                 continue
-            start_sec, frame_idx = start_sec_frame_idx(a, frames, fps=cfg.fps)
+            start_sec, frame_idx = start_sec_frame_idx(a, frames, fps=self.fps)
             new_steps = []
             for k, s in enumerate(steps):
                 g = int(frames[k])
-                new_steps.append({**s, "frame": g, "frame_time": g / cfg.fps, "start_sec": int(start_sec[k]),
+                new_steps.append({**s, "frame": g, "frame_time": g / self.fps, "start_sec": int(start_sec[k]),
                                   "frame_idx": int(frame_idx[k]),
                                   "score": None if aligner == "middle" else float(scores[k, g])})
             scored = [s["score"] for s in new_steps if s["score"] is not None]
@@ -212,8 +247,6 @@ class KeyframeAlignment(Step):
 
 def encode_jpeg(frame: np.ndarray, quality: int = 95, max_side: int | None = None) -> bytes:
     """Native resolution (optionally the longer side capped at ``max_side``), JPEG quality 95."""
-    from PIL import Image
-
     img = Image.fromarray(np.ascontiguousarray(frame, dtype=np.uint8), "RGB")
     if max_side and max(img.size) > max_side:
         scale = max_side / max(img.size)
@@ -224,36 +257,44 @@ def encode_jpeg(frame: np.ndarray, quality: int = 95, max_side: int | None = Non
     return buf.getvalue()
 
 
+@dataclass(eq=False)
 class ExtractImages(Step):
     """``images`` config only: grid frame ``g*_k`` of each step, i.e. what the upstream command
     ``ffmpeg -i V -vf "fps=5,select=gte(t\\,START_SEC),select=eq(n\\,FRAME_IDX)" -vframes 1`` returns for the
     recorded ``start_sec``/``frame_idx``. A failure is ``frame_extraction_failed``: counted, the row stays in
-    ``sequences`` without images."""
+    ``sequences`` without images. Without ``with_images`` it keeps every row as it is."""
 
     name = "extract_images"
     version = "1"
     id_field = "video_id"
-    config_keys = ("with_images", "fps", "jpeg_quality", "image_max_side")
-    item_input_keys = ITEM_INPUT_KEYS  # each row's video file keys its shard (when images are extracted)
     item_fields = ("video_id", "video_path")
+    reads = {"video_id": str, "video_path": str, "steps": list}
+    #: with ``with_images`` only; ``images_error`` only when the frames could not be extracted (``images`` None)
+    writes = {"images": Any, "images_error": str}
+
+    with_images: bool
+    fps: int
+    jpeg_quality: int
+    image_max_side: int | None
 
     def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
-        return files_digest(rows, memo, "video_path") if self.cfg.with_images else ""
+        """Each row's video file (when images are extracted)."""
+        return files_digest(rows, memo, "video_path") if self.with_images else ""
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [PYAV] if self.with_images and PYAV.missing() else []
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ...models import media
-
-        cfg = self.cfg
         for r in rows:
-            if not cfg.with_images:
+            if not self.with_images:
                 out.keep(r)
                 continue
             wanted = {s["frame"] for s in r["steps"]}
             got: dict[int, bytes] = {}
             try:
-                for g, frame in media.iter_grid_frames(r["video_path"], fps=cfg.fps, wanted=wanted.__contains__):
+                for g, frame in media.iter_grid_frames(r["video_path"], fps=self.fps, wanted=wanted.__contains__):
                     if frame is not None:
-                        got[g] = encode_jpeg(frame, cfg.jpeg_quality, cfg.image_max_side)
+                        got[g] = encode_jpeg(frame, self.jpeg_quality, self.image_max_side)
                     if len(got) == len(wanted):
                         break
             except media.MediaError as e:

@@ -10,10 +10,21 @@ key). A transient backend failure leaves the shard unfinished (the rerun retries
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ...core.records import Out, Row
-from ...core.step import CacheDirStep, Step, gpus_for_device
+from ...core.step import CacheDirStep, Requirement, Resources, Step, execution_setting, gpus_for_device, input_path
+from ...ops.keystep_parsing import parse_filter_answer, parse_keysteps, validate_keysteps
+from .prompts import (
+    FILTER_PROMPT_ID,
+    KEYSTEPS_PROMPT_ID,
+    filter_message,
+    keysteps_message,
+    keysteps_regex,
+    keysteps_schema,
+    load_prompt,
+)
 
 #: bump when a request (messages, decoding) or its post-processing changes: part of the request-cache key
 LLM_CODE_VERSION = "1"
@@ -21,9 +32,13 @@ LLM_CODE_VERSION = "1"
 #: few-shot example: the filter ends before a new example or query block; the key steps at the closing fence (the
 #: prompt opened it). Chat prompts get none (a chat answer may open its own fence; the parser handles it).
 RAW_STOP = {"filter": ("\nExample", "\nNow the video", "\nTitle:"), "keysteps": ("```",)}
+#: the packages each backend imports (``builders.models.llm``); replayed answers need none
+LLM_BACKENDS = {"smollm2": (Requirement("transformers", "llm"), Requirement("gguf", "llm")),
+                "vllm": (Requirement("vllm", "gpu"),), "replay": ()}
 
 
 def llm_settings(cfg: Any):
+    """The backend settings of the key-step stage from the corpus config (the release's model record)."""
     from ...models.llm import LLMSettings
 
     return LLMSettings(backend=cfg.llm, model_path=cfg.llm_model_path, max_tokens=cfg.keysteps_max_tokens,
@@ -32,35 +47,67 @@ def llm_settings(cfg: Any):
                        replay_path=cfg.llm_replay, device=cfg.llm_device, prompt_format=cfg.prompt_format)
 
 
+@dataclass(eq=False, kw_only=True)
 class _LLMStage(CacheDirStep):
-    uses_model = True
+    """One request per video (its title and transcript in the stage's prompt). Parameters: the backend and its
+    decoding (``builders.models.llm.LLMSettings``: ``llm`` smollm2 | vllm | replay, ``prompt_format`` chat | raw),
+    the prompt file replacing the packaged one (``prompt_template``, fingerprinted) and the stage's answer cap
+    (``max_tokens``). ``backend_max_tokens`` is the backend's default cap: every request here sets its own, so it
+    changes no answer; it enters the request-cache key only (both stages use the key-step cap, so cached requests
+    stay valid). The batch size and device say how the model runs (not part of the cache key)."""
+
     id_field = "video_id"
     stage = ""
+    prompt_id = ""
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.llm_device) if self.cfg.llm == "vllm" else 0.0
+    llm: str
+    llm_model_path: str | None
+    llm_replay: str | None = input_path()
+    prompt_format: str
+    llm_temperature: float
+    llm_n_ctx: int
+    llm_max_model_len: int
+    seed: int
+    max_tokens: int
+    prompt_template: str | None = input_path()
+    backend_max_tokens: int | None = execution_setting(None)
+    llm_batch_size: int = execution_setting(8)
+    llm_device: str = execution_setting("cpu")
+
+    def resources(self) -> Resources:
+        return Resources(gpus=gpus_for_device(self.llm_device) if self.llm == "vllm" else 0.0)
+
+    def missing_requirements(self) -> list[Requirement]:
+        return [r for r in LLM_BACKENDS.get(self.llm, ()) if r.missing()]
 
     def setup(self, state: Any) -> None:
         super().setup(state)
-        from ...models.llm import make_llm
+        from ...models.llm import LLMSettings, make_llm
 
-        self.backend = make_llm(llm_settings(self.cfg))
+        self.backend = make_llm(LLMSettings(
+            backend=self.llm, model_path=self.llm_model_path,
+            max_tokens=self.max_tokens if self.backend_max_tokens is None else self.backend_max_tokens,
+            temperature=self.llm_temperature, seed=self.seed, n_ctx=self.llm_n_ctx,
+            max_model_len=self.llm_max_model_len, batch_size=self.llm_batch_size, replay_path=self.llm_replay,
+            device=self.llm_device, prompt_format=self.prompt_format))
         self.cache = self.request_cache()
+        self.prompt = load_prompt(self.prompt_id, self.prompt_template)
 
     def teardown(self) -> None:
         self.backend = None
         if getattr(self, "cache", None) is not None:
             self.cache.close()
 
-    def _generate(self, rows: list[Row], prompt: Any, render: Any, max_tokens: int, out: Out,
-                  schema: dict | None = None, regex: str | None = None) -> dict[str, Any]:
+    def _generate(self, rows: list[Row], render: Any, out: Out, schema: dict | None = None,
+                  regex: str | None = None) -> dict[str, Any]:
         from ...models.llm import LLMRequest, generate_cached
 
+        prompt = self.prompt
         requests = [LLMRequest(request_id=f"{r['video_id']}/{self.stage}", video_id=r["video_id"], chunk_index=0,
                                prompt_id=f"{prompt.id}@{prompt.version}", messages=render(prompt, r["title"],
                                                                                           r["segments"]),
-                               stage=self.stage, max_tokens=max_tokens, json_schema=schema, guided_regex=regex,
-                               stop=RAW_STOP[self.stage] if self.cfg.prompt_format == "raw" and not regex else ())
+                               stage=self.stage, max_tokens=self.max_tokens, json_schema=schema, guided_regex=regex,
+                               stop=RAW_STOP[self.stage] if self.prompt_format == "raw" and not regex else ())
                     for r in rows]
         results, counters = generate_cached(self.backend, requests, self.cache, LLM_CODE_VERSION)
         for k, v in counters.items():
@@ -68,6 +115,7 @@ class _LLMStage(CacheDirStep):
         return {res.request_id.rsplit("/", 1)[0]: res for res in results}
 
 
+@dataclass(eq=False)
 class LLMFilter(_LLMStage):
     """LLM filter (Souček et al., CVPR 2025, Sec. 3.1, App. A): the prompt, then the Yes/No parser; ``No`` ->
     ``filtered_non_instructional``, unparseable -> ``filter_ambiguous`` (kept with ``on_ambiguous=accept``). The
@@ -81,22 +129,15 @@ class LLMFilter(_LLMStage):
     name = "llm_filter"
     version = "1"
     stage = "filter"
-    config_keys = ("llm", "llm_model_path", "llm_replay", "llm_prompt_format", "llm_temperature", "llm_n_ctx",
-                   "llm_max_model_len", "filter_max_tokens", "filter_prompt_template", "on_ambiguous", "filter_mode",
-                   "seed")
-    input_keys = ("filter_prompt_template", "llm_replay")
+    prompt_id = FILTER_PROMPT_ID
+    reads = {"video_id": str, "title": str, "segments": list}
+    writes = {"filter_answer": str, "filter_explanation": str, "filter_raw": str, "filter_prompt": str}
 
-    def setup(self, state: Any) -> None:
-        super().setup(state)
-        from .prompts import FILTER_PROMPT_ID, load_prompt
-
-        self.prompt = load_prompt(FILTER_PROMPT_ID, self.cfg.filter_prompt_template)
+    on_ambiguous: str
+    filter_mode: str
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ...ops.keystep_parsing import parse_filter_answer
-        from .prompts import filter_message
-
-        results = self._generate(rows, self.prompt, filter_message, self.cfg.filter_max_tokens, out)
+        results = self._generate(rows, filter_message, out)
         for r in rows:
             vid, res = r["video_id"], results[r["video_id"]]
             if res.error is not None or res.text is None:
@@ -106,17 +147,18 @@ class LLMFilter(_LLMStage):
             out.count(f"filter_{answer}")
             row = {**r, "filter_answer": answer, "filter_explanation": explanation, "filter_raw": res.text,
                    "filter_prompt": f"{self.prompt.id}@{self.prompt.version}"}
-            if self.cfg.filter_mode == "record" and answer != "yes":
+            if self.filter_mode == "record" and answer != "yes":
                 out.count("filter_not_applied")
                 out.keep(row)
             elif answer == "no":
                 out.drop(vid, "filtered_non_instructional", explanation[:300])
-            elif answer == "ambiguous" and self.cfg.on_ambiguous == "reject":
+            elif answer == "ambiguous" and self.on_ambiguous == "reject":
                 out.drop(vid, "filter_ambiguous", res.text.strip()[:300])
             else:
                 out.keep(row)
 
 
+@dataclass(eq=False)
 class LengthGate(Step):
     """Souček et al., CVPR 2025, Sec. 3.1: duration < ``max_duration`` (600 s, "videos under 10 minutes" [paper]) else
     ``too_long``. It runs after the filter (filter statistics cover all videos) unless ``gate_before_filter``."""
@@ -124,17 +166,21 @@ class LengthGate(Step):
     name = "length_gate"
     version = "1"
     id_field = "video_id"
-    config_keys = ("max_duration",)
+    reads = {"video_id": str, "duration": Any}
+    writes = {}  # none: it only drops
+
+    max_duration: float
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
             d = r.get("duration")
-            if d is not None and d >= self.cfg.max_duration:
-                out.drop(r["video_id"], "too_long", f"{d:.1f} s >= {self.cfg.max_duration:.0f} s")
+            if d is not None and d >= self.max_duration:
+                out.drop(r["video_id"], "too_long", f"{d:.1f} s >= {self.max_duration:.0f} s")
             else:
                 out.keep(r)
 
 
+@dataclass(eq=False)
 class LLMKeySteps(_LLMStage):
     """Key steps (Souček et al., CVPR 2025, Sec. 3.1, App. A): the prompt (``constrained_json`` on vLLM), then the
     robust JSON parser and validation against the container duration (the frame grid's ``t_last`` is checked again when
@@ -144,32 +190,27 @@ class LLMKeySteps(_LLMStage):
     name = "llm_keysteps"
     version = "1"
     stage = "keysteps"
-    config_keys = ("llm", "llm_model_path", "llm_replay", "llm_prompt_format", "llm_temperature", "llm_n_ctx",
-                   "llm_max_model_len", "keysteps_max_tokens", "prompt_template", "constrained_json",
-                   "constrained_max_steps", "min_steps", "range_tolerance", "seed")
-    input_keys = ("prompt_template", "llm_replay")
+    prompt_id = KEYSTEPS_PROMPT_ID
+    reads = {"video_id": str, "title": str, "segments": list, "duration": Any}
+    writes = {"wikihow_title": str, "keysteps_raw": str, "keysteps_prompt": str, "parse_repaired": bool,
+              "steps": list}
 
-    def setup(self, state: Any) -> None:
-        super().setup(state)
-        from .prompts import KEYSTEPS_PROMPT_ID, load_prompt
-
-        self.prompt = load_prompt(KEYSTEPS_PROMPT_ID, self.cfg.prompt_template)
+    constrained_json: bool
+    constrained_max_steps: int
+    min_steps: int
+    range_tolerance: float
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ...ops.keystep_parsing import parse_keysteps, validate_keysteps
-        from .prompts import keysteps_message, keysteps_regex, keysteps_schema
-
-        cfg = self.cfg
-        schema = keysteps_schema(cfg.constrained_max_steps) if cfg.constrained_json else None
-        regex = keysteps_regex(cfg.constrained_max_steps) if cfg.constrained_json and cfg.llm == "smollm2" else None
-        results = self._generate(rows, self.prompt, keysteps_message, cfg.keysteps_max_tokens, out, schema, regex)
+        schema = keysteps_schema(self.constrained_max_steps) if self.constrained_json else None
+        regex = keysteps_regex(self.constrained_max_steps) if self.constrained_json and self.llm == "smollm2" else None
+        results = self._generate(rows, keysteps_message, out, schema, regex)
         for r in rows:
             vid, res = r["video_id"], results[r["video_id"]]
             if res.error is not None or res.text is None:
                 out.drop(vid, "llm_error", (res.error or "no output")[:300])
                 continue
             if res.finish_reason == "length":
-                out.drop(vid, "llm_truncated", f"the answer reached max_tokens={cfg.keysteps_max_tokens}")
+                out.drop(vid, "llm_truncated", f"the answer reached max_tokens={self.max_tokens}")
                 continue
             parsed = parse_keysteps(res.text)
             if isinstance(parsed, str):  # a Failure: its reason code
@@ -177,8 +218,8 @@ class LLMKeySteps(_LLMStage):
                 continue
             steps = [(s.instruction, s.start, s.end) for s in parsed.steps]
             last_end = r["segments"][-1]["end"] if r["segments"] else None
-            failure = validate_keysteps(steps, r.get("duration"), None, min_steps=cfg.min_steps,
-                                        tolerance=cfg.range_tolerance, last_segment_end=last_end)
+            failure = validate_keysteps(steps, r.get("duration"), None, min_steps=self.min_steps,
+                                        tolerance=self.range_tolerance, last_segment_end=last_end)
             if failure is not None:
                 out.drop(vid, str(failure.reason), failure.detail[:300])
                 continue

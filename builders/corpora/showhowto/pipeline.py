@@ -1,4 +1,5 @@
-"""The ShowHowTo pipeline (docs/corpora/showhowto.md; Souček et al., CVPR 2025, Sec. 3): one ``videos`` pipeline.
+"""The ShowHowTo pipeline (docs/corpora/showhowto.md; Souček et al., CVPR 2025, Sec. 3): one ``videos`` pipeline, the
+corpus config mapped onto the steps.
 
     read_manifest (+ HowTo100M metadata) -> probe -> transcribe (transcript or ASR) -> llm_filter -> length_gate
     -> llm_keysteps -> keyframe_alignment -> extract_images (images config only)
@@ -6,66 +7,74 @@
 ``gate_before_filter`` moves the length gate before the filter (saves LLM calls; filter statistics then cover only
 the short videos). Every step is cached per shard and every model request one by one, so a killed build resumes.
 
-Per-item inputs (README.md "Caching and resume"): a manifest row names its video file and its transcript file; ``probe``,
-``transcribe``, ``keyframe_alignment`` and ``extract_images`` key each shard by the contents of the files its rows
-read (:func:`transcribe.files_digest`), so editing one transcript or one video redoes the shards holding that video.
-No stage is global in its data (the request-cache stages' ``fit`` only names the cache folder).
+Per-item inputs (README.md "Caching and resume"): a manifest row names its video file and its transcript file;
+``probe``, ``transcribe``, ``keyframe_alignment`` and ``extract_images`` key each shard by the contents of the files
+its rows read (:func:`transcribe.files_digest`), so editing one transcript or one video redoes the shards holding
+that video. No stage is global in its data (the request-cache stages' ``fit`` only names the cache folder).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from ...core.records import Count, Drop, Row
-from ...core.step import Pipeline, Source, Step
+from ...core.step import Pipeline, Source, Step, input_path
 from ...sources import howto100m
+from ...sources.video_manifest import read_manifest
 from .align import ExtractImages, KeyframeAlignment
 from .config import ShowHowToConfig
 from .llm_stages import LengthGate, LLMFilter, LLMKeySteps
 from .transcribe import Probe, Transcribe
 
+DEFAULT_SHARD_SIZE = 4
 
+
+@dataclass(eq=False)
 class ManifestSource(Source):
     """Manifest rows (docs/corpora/showhowto.md) joined with HowTo100M metadata (task id and name, categories; a video
-    absent from it gets empty values and can only go to train)."""
+    absent from it gets empty values and can only go to train). ``limit``: the first N manifest rows only."""
 
     name = "read_manifest"
     version = "1"
-    config_keys = ("manifest", "videos", "tasks", "limit")
-    input_keys = ("manifest", "videos", "tasks")
+    writes = {"video_id": str, "video_path": str, "title": str, "transcript_path": Any, "task_id": Any, "task": Any,
+              "category_1": Any, "category_2": Any}
     #: a row holds all the manifest and the metadata give its video (values and the paths of its files); the files
     #: themselves (video, transcript) key the shards of the steps that read them (their ``item_digest``). An edit of
     #: these inputs lists them again into the same folder, and only the shards whose rows changed are redone
     rows_carry_content = True
 
-    def read(self) -> Iterator[Row | Drop | Count]:
-        from ...sources.video_manifest import read_manifest
+    manifest: str | None = input_path()
+    videos: str | None = input_path()
+    tasks: str | None = input_path()
+    limit: int | None = None
 
-        cfg = self.cfg
+    def read(self) -> Iterator[Row | Drop | Count]:
         meta: dict[str, dict] = {}
         names: dict[int, str] = {}
-        if cfg.tasks:
-            names, bad = howto100m.read_task_ids(cfg.tasks)
+        if self.tasks:
+            names, bad = howto100m.read_task_ids(self.tasks)
             if bad:
                 yield Count("malformed_task_row", len(bad))
-        if cfg.videos:
-            for rec in howto100m.read_metadata(cfg.videos):
+        if self.videos:
+            for rec in howto100m.read_metadata(self.videos):
                 if isinstance(rec, Drop):  # a metadata row, not a work item: counted
                     yield Count("malformed_metadata_row")
                     continue
                 meta.setdefault(rec["video_id"], rec)
         n = 0
-        for rec in read_manifest(cfg.manifest):
+        for rec in read_manifest(self.manifest):
             if isinstance(rec, Drop):
                 yield rec
                 continue
-            if cfg.limit is not None and n >= cfg.limit:
+            if self.limit is not None and n >= self.limit:
                 yield Count("beyond_limit")
                 continue
             n += 1
             m = meta.get(rec["video_id"])
             task_id = m.get("task_id") if m else None
-            if cfg.videos and m is None:
+            if self.videos and m is None:
                 yield Count("not_in_metadata")
             rec.pop("_line", None)
             # a video absent from the metadata gets nulls (and can only go to train)
@@ -74,13 +83,40 @@ class ManifestSource(Source):
                    "category_1": (m or {}).get("category_1") or None, "category_2": (m or {}).get("category_2") or None}
 
 
-def pipelines(cfg: ShowHowToConfig, shard_size: int) -> list[Pipeline]:
-    gate = [LengthGate(cfg)]
-    head: list[Step] = [Probe(cfg), Transcribe(cfg)]
-    llm: list[Step] = [*(gate if cfg.gate_before_filter else []), LLMFilter(cfg),
-                       *([] if cfg.gate_before_filter else gate), LLMKeySteps(cfg)]
-    tail: list[Step] = [KeyframeAlignment(cfg), ExtractImages(cfg)]
-    return [Pipeline("videos", ManifestSource(cfg), [*head, *llm, *tail], shard_size=shard_size)]
+def steps(cfg: ShowHowToConfig) -> list[Step]:
+    """The steps in run order, each given the config keys whose value changes its output (and its execution
+    settings): stage 1 (probe, transcript or ASR), the LLM filter and length gate, the LLM key steps, the keyframe
+    alignment and the images (Souček et al., CVPR 2025, Sec. 3)."""
+    llm = dict(llm=cfg.llm, llm_model_path=cfg.llm_model_path, llm_replay=cfg.llm_replay,
+               prompt_format=cfg.prompt_format, llm_temperature=cfg.llm_temperature, llm_n_ctx=cfg.llm_n_ctx,
+               llm_max_model_len=cfg.llm_max_model_len, seed=cfg.seed, backend_max_tokens=cfg.keysteps_max_tokens,
+               llm_batch_size=cfg.llm_batch_size, llm_device=cfg.llm_device)
+    gate = [LengthGate(max_duration=cfg.max_duration)]
+    return [
+        Probe(),
+        Transcribe(asr=cfg.asr, asr_model_path=cfg.asr_model_path, asr_align_model_path=cfg.asr_align_model_path,
+                   asr_compute_type=cfg.asr_compute_type, asr_batch_size=cfg.asr_batch_size,
+                   asr_language=cfg.asr_language, any_language=cfg.any_language, asr_device=cfg.asr_device),
+        *(gate if cfg.gate_before_filter else []),
+        LLMFilter(**llm, max_tokens=cfg.filter_max_tokens, prompt_template=cfg.filter_prompt_template,
+                  on_ambiguous=cfg.on_ambiguous, filter_mode=cfg.filter_mode),
+        *([] if cfg.gate_before_filter else gate),
+        LLMKeySteps(**llm, max_tokens=cfg.keysteps_max_tokens, prompt_template=cfg.prompt_template,
+                    constrained_json=cfg.constrained_json, constrained_max_steps=cfg.constrained_max_steps,
+                    min_steps=cfg.min_steps, range_tolerance=cfg.range_tolerance),
+        KeyframeAlignment(aligner=cfg.aligner, fps=cfg.fps, epsilon=cfg.epsilon, min_steps=cfg.min_steps,
+                          range_tolerance=cfg.range_tolerance, clip_backend=cfg.clip_backend,
+                          clip_model_path=cfg.clip_model_path, clip_arch=cfg.clip_arch,
+                          vision_device=cfg.vision_device, vision_batch_size=cfg.vision_batch_size),
+        ExtractImages(with_images=cfg.with_images, fps=cfg.fps, jpeg_quality=cfg.jpeg_quality,
+                      image_max_side=cfg.image_max_side),
+    ]
 
 
-__all__ = ["ManifestSource", "pipelines"]
+def pipelines(cfg: ShowHowToConfig, shard_size: int = DEFAULT_SHARD_SIZE) -> list[Pipeline]:
+    """The one pipeline of the corpus: the manifest (and HowTo100M metadata) through :func:`steps`."""
+    source = ManifestSource(manifest=cfg.manifest, videos=cfg.videos, tasks=cfg.tasks, limit=cfg.limit)
+    return [Pipeline("videos", source, steps(cfg), shard_size=shard_size)]
+
+
+__all__ = ["DEFAULT_SHARD_SIZE", "ManifestSource", "pipelines", "steps"]

@@ -1,32 +1,34 @@
 """ShowHowTo stage 1 (docs/corpora/showhowto.md; Souček et al., CVPR 2025, Sec. 3 "WhisperX transcripts"): probe each
 video (container duration, streams), then its supplied transcript or ASR of its audio.
 
-ASR reuses HowToStep's backends (faster-whisper tiny.en on CPU, WhisperX large-v2 on GPU) and the build's request
-cache (audio sha256, model id, decoding, code version). Drops: ``video_unreadable``, ``no_audio`` (no audio stream and
-no transcript), ``empty_transcript``, ``non_english`` (a declared language other than ``en``; ``any_language``
-switches it off), ``malformed_transcript``.
+ASR is the shared step's (:class:`builders.steps.asr.ASRStep`: faster-whisper tiny.en on CPU, WhisperX large-v2 on
+GPU, HowToStep's backends) through the build's request cache (audio sha256, model id, decoding, code version).
+Drops: ``video_unreadable``, ``no_audio`` (no audio stream and no transcript), ``empty_transcript``, ``non_english``
+(a declared language other than ``en``; ``any_language`` switches it off), ``malformed_transcript``.
+
+Per-item inputs: a manifest row names its video file and its transcript file, whose contents (not the manifest's) key
+each shard (:meth:`Step.item_digest` through :func:`files_digest`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ...core.fingerprint import hash_obj, item_file_sha
 from ...core.records import Out, Row
-from ...core.step import CacheDirStep, Step, gpus_for_device
-
-#: bump when the ASR request or its post-processing changes (part of the request-cache key)
-ASR_CODE_VERSION = "1"
-#: the steps that read a video's own files name this key: a manifest row names those files (``video_path``,
-#: ``transcript_path``), whose contents, not the manifest's, key the shards (``item_digest``)
-ITEM_INPUT_KEYS = ("manifest",)
+from ...core.step import Step
+from ...models import media
+from ...sources.transcripts import TranscriptError
+from ...sources.video_manifest import read_transcript, segments_from_json
+from ...steps.asr import PYAV, ASRStep
 
 
 def file_sha(path: str | None, memo: Any) -> str:
     """The content sha256 of one video's file through the fingerprint memo (a ``stat`` and a look-up while unchanged),
     ``-`` when there is none, the error's name when it cannot be read (a folder in its place: the step fails on it the
     same way each time)."""
-    from ...core.fingerprint import item_file_sha
-
     if not path:
         return "-"
     try:
@@ -37,27 +39,27 @@ def file_sha(path: str | None, memo: Any) -> str:
 
 def files_digest(rows: list[Row], memo: Any, *fields: str) -> str:
     """What the files named in ``fields`` of each row contribute: the digest a step's ``item_digest`` returns."""
-    from ...core.fingerprint import hash_obj
-
     return hash_obj([[r["video_id"], *(file_sha(r[f], memo) for f in fields)] for r in rows])
 
 
+@dataclass(eq=False)
 class Probe(Step):
     """Container duration and streams (PyAV, no decoding): ``video_unreadable`` for a missing, empty or corrupt file
-    with no stream (docs/reason-codes.md); a video without a video stream is unreadable too (nothing to align)."""
+    with no stream (docs/reason-codes.md); a video without a video stream is unreadable too (nothing to align).
+    No parameters: each row's video file keys its shard (:meth:`item_digest`)."""
 
     name = "probe"
     version = "1"
     id_field = "video_id"
-    item_input_keys = ITEM_INPUT_KEYS
     item_fields = ("video_id", "video_path")
+    reads = {"video_id": str, "video_path": str, "title": str}
+    writes = {"duration": Any, "has_audio": bool, "width": Any, "height": Any}
+    requires = (PYAV,)
 
     def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
         return files_digest(rows, memo, "video_path")
 
     def process(self, rows: list[Row], out: Out) -> None:
-        from ...models import media
-
         for r in rows:
             try:
                 info = media.probe(r["video_path"])
@@ -73,76 +75,46 @@ class Probe(Step):
                       "width": info.width, "height": info.height})
 
 
-class Transcribe(CacheDirStep):
+@dataclass(eq=False, kw_only=True)
+class Transcribe(ASRStep):
     """Stage 1 (Souček et al., CVPR 2025, Sec. 3.1: WhisperX): the supplied transcript (``transcript_path``) or ASR;
-    segments sorted by start, ``end < start`` removed (counter ``bad_segment_times``), text verbatim."""
+    segments sorted by start, ``end < start`` removed (counter ``bad_segment_times``), text verbatim.
+
+    Parameters: the ASR backend and decoding (:class:`~builders.steps.asr.ASRStep`: ``asr`` faster-whisper |
+    whisperx, its model folders, compute type, batch size, language; ``asr_device`` says where the model runs, not
+    part of the cache key) and ``any_language`` (keep a declared non-English transcript)."""
 
     name = "transcribe"
     version = "1"
     id_field = "video_id"
-    uses_model = True
-    config_keys = ("asr", "asr_model_path", "asr_align_model_path", "asr_compute_type", "asr_batch_size",
-                   "asr_language", "any_language")
-    item_input_keys = ITEM_INPUT_KEYS
     item_fields = ("video_id", "video_path", "transcript_path")
+    reads = {"video_id": str, "video_path": str, "transcript_path": Any, "has_audio": bool}
+    writes = {"segments": list, "language": str, "transcript_source": str, "asr_model": str}
+
+    any_language: bool
 
     def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
         """The transcript file of each row, and its video when it has none (the audio is then transcribed)."""
-        from ...core.fingerprint import hash_obj
-
         out = []
         for r in rows:
             t = file_sha(r["transcript_path"], memo)
             out.append([r["video_id"], t, file_sha(r["video_path"], memo) if t == "-" else ""])
         return hash_obj(out)
 
-    def gpus(self) -> float:
-        return gpus_for_device(self.cfg.asr_device)
-
-    def setup(self, state: Any) -> None:
-        super().setup(state)
-        self._asr = None
-        self.cache = self.request_cache()
-
-    def teardown(self) -> None:
-        self._asr = None
-        if getattr(self, "cache", None) is not None:
-            self.cache.close()
-
-    def asr(self):
-        if self._asr is None:
-            from ...models.asr import asr_settings_from, make_asr
-
-            self._asr = make_asr(asr_settings_from(self.cfg))
-        return self._asr
-
-    def _transcribe(self, path: str, out: Out) -> dict[str, Any]:
-        from ...models import media
-        from ...models.asr import transcribe_cached
-
-        result, cached = transcribe_cached(self.asr(), media.decode_audio(path), self.cache, ASR_CODE_VERSION)
-        out.count("asr_cache_hits" if cached else "asr_requests")
-        return result
-
     def process(self, rows: list[Row], out: Out) -> None:
-        from pathlib import Path
-
-        from ...models import media
-        from ...sources.transcripts import TranscriptError
-        from ...sources.video_manifest import read_transcript, segments_from_json
-
         for r in rows:
             vid = r["video_id"]
             try:
                 if r["transcript_path"] and Path(r["transcript_path"]).exists():
                     t, source, asr_model = read_transcript(r["transcript_path"]), "transcript", ""
                 elif not r["has_audio"]:
-                    missing = f"transcript {Path(r['transcript_path']).name} not found and " if r["transcript_path"] else ""
+                    name = Path(r["transcript_path"]).name if r["transcript_path"] else ""
+                    missing = f"transcript {name} not found and " if name else ""
                     out.drop(vid, "no_audio", f"{missing}no audio stream to transcribe")
                     continue
                 else:
-                    t = segments_from_json(self._transcribe(r["video_path"], out))
-                    source, asr_model = "asr", self.asr().model_id
+                    t = segments_from_json(self.transcribe(r["video_path"], out))
+                    source, asr_model = "asr", self.asr_backend().model_id
             except TranscriptError as e:
                 out.drop(vid, e.reason, e.detail if hasattr(e, "detail") else str(e))
                 continue
@@ -155,7 +127,7 @@ class Transcribe(CacheDirStep):
                 out.drop(vid, "empty_transcript", f"{len(t.segments)} segments, no text")
                 continue
             lang = (t.language or "").lower()
-            if lang and not lang.startswith("en") and not self.cfg.any_language:
+            if lang and not lang.startswith("en") and not self.any_language:
                 out.drop(vid, "non_english", f"language {t.language!r}")
                 continue
             out.keep({**r, "segments": t.segments, "language": t.language or "", "transcript_source": source,

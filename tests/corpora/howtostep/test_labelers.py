@@ -185,17 +185,20 @@ def test_a_round_with_nothing_to_train_on_names_the_threshold_that_emptied_it():
     from builders.core.config import ConfigError
     from builders.core.step import FitInputs
     from builders.corpora.howtostep.config import HowToStepConfig
-    from builders.corpora.howtostep.labeler import LabelerTraining
+    from builders.corpora.howtostep.pipeline import labeler_steps
 
     class Rows:
         def rows(self):
             yield {"video_id": "v", "split": "train", "narrations": [], "grounded_steps": [],
                    "steps": [{"text": "Boil water", "stage1_start": None, "stage1_end": None}]}
 
+    def training(cfg, name):
+        return next(s for s in labeler_steps(cfg) if s.name == name)
+
     with pytest.raises(ConfigError, match="epsilon1"):
-        LabelerTraining(HowToStepConfig(), 1).fit(FitInputs(Rows()))
+        training(HowToStepConfig(), "train_labeler").fit(FitInputs(Rows()))
     with pytest.raises(ConfigError, match=r"round-2 .*round 1 kept no step.*epsilon2.*rounds=1"):
-        LabelerTraining(HowToStepConfig(rounds=2), 2).fit(FitInputs(Rows()))
+        training(HowToStepConfig(rounds=2), "train_labeler_round2").fit(FitInputs(Rows()))
 
 
 # ============================================================================ MPTVA (spec §4)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -10,8 +9,8 @@ import numpy as np
 from builders.core.records import Out
 from builders.core.orchestrate import fit_locally
 from builders.core.step import FitInputs
-from builders.corpora.marc.pipeline import ChatFilter, HmmIbm1Align, LoadTranscript
 from builders.corpora.marc.config import MarcConfig
+from builders.corpora.marc.pipeline import ChatFilter, TranscriptSentences, pipelines
 
 
 class _Data:
@@ -36,9 +35,14 @@ class _FixedScores:
         return np.asarray([self.scores[t] for t in texts])
 
 
+def _stage(cfg, name):
+    """The stage ``name`` as the corpus's pipeline function makes it from ``cfg``."""
+    return next(s for p in pipelines(cfg) for s in [p.source, *p.steps] if s.name == name)
+
+
 def test_chat_filter_named_drops():
-    cfg = dataclasses.replace(MarcConfig(), max_video_sentences=3, min_video_sentences=2)
-    step = ChatFilter(cfg)
+    step = ChatFilter(classifier="logreg", embedding_model="minilm", chat_threshold=0.5, max_video_sentences=3,
+                      min_video_sentences=2)
     step.state = {"name": "logreg-minilm@test", "model": "unused"}
     scores = {f"sentence {i}": p for i, p in enumerate([0.1, 0.9, 0.5, 0.49, 0.7, 0.8])}
     step.model, step.encoder = _FixedScores(scores), None
@@ -70,9 +74,8 @@ def test_load_transcript_named_drops(tmp_path):
     }
     path = tmp_path / "raw_caption.json"
     path.write_text(json.dumps(captions), encoding="utf-8")
-    cfg = dataclasses.replace(MarcConfig(), transcripts=str(path))
     rows = [{"_key": f"d:{v}", "video_id": v} for v in [*captions, "missingVid1"]]
-    step = LoadTranscript(cfg)
+    step = TranscriptSentences(transcripts=str(path), require_english=True)
     step.setup(fit_locally(step, FitInputs(_Data(rows), {}, tmp_path / "work")))
     out = Out("load_transcript")
     step.process(rows, out)
@@ -94,7 +97,7 @@ def test_alignment_without_a_trained_model_or_with_nan_posteriors(tmp_path):
     rows = [_pair("d:t1|t2", "train", "text_text", a, b), _pair("d:t1|v1", "test", "text_video", a, b),
             _pair("d:t3|t4", "test", "text_text", b, a)]
     text = _Data([{"split": "train", "instructions": a}, {"split": "train", "instructions": b}])
-    step = HmmIbm1Align(MarcConfig())
+    step = _stage(MarcConfig(), "hmm_ibm1")
     state = fit_locally(step, FitInputs(_Data(rows), {"text": text, "videos": _Data([])}, tmp_path))
     assert set(state["names"]) == {"text_text"}  # no train-split text-video pair: no text-video models
     step.setup(state)  # the models are read back from the stage's artefact folder

@@ -20,7 +20,7 @@ from builders.build import load_corpus, main, make_parser
 from builders.core.driver import resolve_config
 from builders.core.orchestrate import run_pipelines
 from builders.core.runners import LocalRunner
-from builders.corpora.marc import pipeline as marc_pipeline
+from builders.corpora.marc import chat_content
 from builders.corpora.marc.flags import SAMPLE_DIR, SAMPLE_INPUTS
 
 from .test_build import _nan_free
@@ -97,8 +97,8 @@ def test_editing_one_page_or_one_transcript_redoes_only_their_shards(tmp_path, m
 
     # one video's transcript: its shard in every videos stage; the classifier is not trained again
     trained = []
-    train = marc_pipeline.train_chat_classifier
-    monkeypatch.setattr(marc_pipeline, "train_chat_classifier", lambda *a: trained.append(a) or train(*a))
+    train = chat_content.train_chat_classifier
+    monkeypatch.setattr(chat_content, "train_chat_classifier", lambda *a: trained.append(a) or train(*a))
     data = json.loads(captions.read_text())
     data[VIDEO]["end"][6] -= 0.5                 # "then pour in the melted butter ...": a content sentence
     captions.write_text(json.dumps(data))

@@ -10,7 +10,7 @@ import pytest
 from builders.core.records import Out
 from builders.core.orchestrate import fit_locally
 from builders.core.step import FitInputs
-from builders.corpora.marc.pipeline import PickVideos
+from builders.corpora.marc.pipeline import pipelines
 from builders.models.tokens import Tokenizer
 from builders.corpora.marc.release import breakdown_rows, paraphrase_rows
 from builders.corpora.marc.config import MarcConfig
@@ -59,13 +59,18 @@ class _Data:
         return [{k: r[k] for k in (columns or r)} for r in self._rows]
 
 
+def _stages(cfg):
+    """The stages the corpus's pipeline function makes from ``cfg``, by name."""
+    return {s.name: s for p in pipelines(cfg) for s in [p.source, *p.steps]}
+
+
 def test_pick_videos_quota_rank_order_and_shared_videos(tmp_path):
     # dish "a" has 2 text recipes -> clamp(round(1.5875 * 2), 3, 100) = 3 videos; dish "b" 1 -> 3
     rows = [{"dish_id": "a", "rank": r, "video_id": v, "n_text": 2, "_key": f"a:{v}"}
             for r, v in [(4, "v4"), (0, "v0"), (1, "v1"), (2, "shared"), (3, "v3")]]
     rows += [{"dish_id": "b", "rank": r, "video_id": v, "n_text": 1, "_key": f"b:{v}"}
              for r, v in [(0, "shared"), (1, "w1")]]
-    step = PickVideos(MarcConfig())
+    step = _stages(MarcConfig())["pick_videos"]
     step.setup(fit_locally(step, FitInputs(_Data(rows), {}, tmp_path)))
     out = Out("pick_videos")
     step.process(rows, out)
@@ -90,15 +95,14 @@ def test_token_ablation_keeps_ptb_nouns_and_verbs(mode, expected):
 def test_each_video_step_declares_the_files_it_reads(tmp_path):
     import dataclasses
 
-    from builders.corpora.marc.pipeline import ChatFilter, LoadTranscript, VideoCandidatesSource
-
     files = {k: tmp_path / f"{k}.json" for k in ("videos", "transcripts", "youcook2", "youcook2_transcripts")}
     for p in files.values():
         p.write_text("{}")
     cfg = dataclasses.replace(MarcConfig(), **{k: str(p) for k, p in files.items()})
-    assert VideoCandidatesSource(cfg).input_paths() == [files["videos"]]
-    assert LoadTranscript(cfg).input_paths() == [files["transcripts"]]
-    assert ChatFilter(cfg).input_paths() == [files["youcook2"], files["youcook2_transcripts"]]
+    stages = _stages(cfg)
+    assert stages["read_video_candidates"].input_paths() == [files["videos"]]
+    assert stages["load_transcript"].input_paths() == [files["transcripts"]]
+    assert stages["chat_filter"].input_paths() == [files["youcook2"], files["youcook2_transcripts"]]
     # a WhisperX directory is an input too: its files' contents key the cache (memoised by size and mtime)
     cfg = dataclasses.replace(cfg, transcripts=str(tmp_path))
-    assert LoadTranscript(cfg).input_paths() == [tmp_path]
+    assert _stages(cfg)["load_transcript"].input_paths() == [tmp_path]

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from builders.core.records import Out
-from builders.corpora.showhowto.align import ExtractImages, KeyframeAlignment
 from builders.corpora.showhowto.config import ShowHowToConfig
+from builders.corpora.showhowto.pipeline import steps
 from builders.models import media
 
 from .conftest import make_video, tiny_clip
@@ -30,6 +30,11 @@ def video(tmp_path_factory) -> Path:
 def row(path: Path, steps: list[tuple[str, float, float]], duration: float = 24.0) -> dict:
     return {"video_id": "abcdefghijk", "video_path": str(path), "duration": duration,
             "steps": [{"instruction": t, "start": s, "end": e} for t, s, e in steps]}
+
+
+def stage(cfg: ShowHowToConfig, name: str):
+    """The step ``name`` as the pipeline constructs it from ``cfg``."""
+    return next(s for s in steps(cfg) if s.name == name)
 
 
 def run(step, rows: list[dict]) -> Out:
@@ -75,7 +80,7 @@ def test_truncated_video_ends_its_grid_early_and_steps_beyond_it_are_out_of_rang
     n = sum(1 for _ in media.iter_grid_frames(cut, stats=stats))
     assert 0 < n == stats["frames"] < 120
     cfg = ShowHowToConfig(aligner="middle")
-    out = run(KeyframeAlignment(cfg), [row(cut, [("a", 1.0, 4.0), ("b", 18.0, 23.0)])])
+    out = run(stage(cfg, "keyframe_alignment"), [row(cut, [("a", 1.0, 4.0), ("b", 18.0, 23.0)])])
     assert [d.reason for d in out.drops] == ["steps_out_of_range"] and "t_last" in out.drops[0].detail
 
 
@@ -85,14 +90,14 @@ def test_unreadable_files_are_named_drops(tmp_path):
     empty = tmp_path / "empty.mp4"
     empty.write_bytes(b"")
     cfg = ShowHowToConfig(aligner="middle")
-    out = run(KeyframeAlignment(cfg), [row(junk, [("a", 1, 2), ("b", 3, 4)]), row(empty, [("a", 1, 2), ("b", 3, 4)])])
+    out = run(stage(cfg, "keyframe_alignment"), [row(junk, [("a", 1, 2), ("b", 3, 4)]), row(empty, [("a", 1, 2), ("b", 3, 4)])])
     assert [d.reason for d in out.drops] == ["video_unreadable", "video_unreadable"] and not out.rows
     assert "empty file" in out.drops[1].detail
 
 
 def test_middle_aligner_picks_the_midpoint_frames_in_order(video):
     cfg = ShowHowToConfig(aligner="middle")
-    out = run(KeyframeAlignment(cfg), [row(video, [("a", 2.0, 4.0), ("b", 10.0, 20.0), ("c", 10.0, 20.0)])])
+    out = run(stage(cfg, "keyframe_alignment"), [row(video, [("a", 2.0, 4.0), ("b", 10.0, 20.0), ("c", 10.0, 20.0)])])
     [r] = out.rows
     assert [s["frame"] for s in r["steps"]] == [15, 74, 75]  # 3.0 s; two equal intervals: 14.8 s and 15.0 s (§6)
     assert [s["score"] for s in r["steps"]] == [None] * 3 and r["aligner"] == "middle" and r["mean_score"] is None
@@ -103,7 +108,7 @@ def test_middle_aligner_picks_the_midpoint_frames_in_order(video):
 def test_alignment_infeasible_when_steps_outnumber_the_frames(tmp_path):
     short = make_video(tmp_path / "short.mp4", seconds=1.0, scene_s=1.0)
     cfg = ShowHowToConfig(aligner="middle")
-    out = run(KeyframeAlignment(cfg), [row(short, [(f"s{i}", 0.0, 1.0) for i in range(6)], duration=1.0)])
+    out = run(stage(cfg, "keyframe_alignment"), [row(short, [(f"s{i}", 0.0, 1.0) for i in range(6)], duration=1.0)])
     assert [d.reason for d in out.drops] == ["alignment_infeasible"]
 
 
@@ -112,7 +117,7 @@ def test_tiny_clip_aligner_embeds_only_window_frames_and_keeps_the_order(video, 
     inside their windows, and only frames inside some window are embedded."""
     folder = tiny_clip(tmp_path / "clip", STEPS)
     cfg = ShowHowToConfig(aligner="clip", clip_model_path=str(folder), epsilon=2.0, vision_batch_size=16)
-    step = KeyframeAlignment(cfg)
+    step = stage(cfg, "keyframe_alignment")
     step.setup(None)
     calls: list[int] = []
     encode = step.encoder.encode_images
@@ -133,8 +138,8 @@ def test_tiny_clip_aligner_embeds_only_window_frames_and_keeps_the_order(video, 
 
 def test_images_are_the_aligned_grid_frames(video, tmp_path):
     cfg = ShowHowToConfig(aligner="middle", with_images=True, image_max_side=32)
-    aligned = run(KeyframeAlignment(cfg), [row(video, [("a", 2.0, 4.0), ("b", 10.0, 14.0)])]).rows
-    out = run(ExtractImages(cfg), aligned)
+    aligned = run(stage(cfg, "keyframe_alignment"), [row(video, [("a", 2.0, 4.0), ("b", 10.0, 14.0)])]).rows
+    out = run(stage(cfg, "extract_images"), aligned)
     [r] = out.rows
     from io import BytesIO
 
@@ -144,9 +149,9 @@ def test_images_are_the_aligned_grid_frames(video, tmp_path):
     assert [im.shape for im in imgs] == [(24, 32, 3)] * 2  # 64x48 capped at 32 on the longer side
     assert np.abs(imgs[1][4, 4].astype(int) - [40, 60, 220]).max() < 40  # 12.0 s: scene 2, blue
     broken = dict(r, video_path=str(tmp_path / "gone.mp4"))
-    out = run(ExtractImages(cfg), [broken])
+    out = run(stage(cfg, "extract_images"), [broken])
     assert out.rows[0]["images"] is None and out.counters["frame_extraction_failed"] == 1 and not out.drops
-    off = run(ExtractImages(dataclasses.replace(cfg, with_images=False)), aligned)
+    off = run(stage(dataclasses.replace(cfg, with_images=False), "extract_images"), aligned)
     assert "images" not in off.rows[0]
 
 
@@ -166,7 +171,7 @@ def test_any_model_with_encode_image_and_encode_text_is_a_plugin(video, tmp_path
         "def make():\n"
         "    return Green()\n")
     cfg = ShowHowToConfig(aligner="clip", clip_backend="plugin", clip_model_path=f"{plugin}:make", epsilon=4.0)
-    step = KeyframeAlignment(cfg)
+    step = stage(cfg, "keyframe_alignment")
     assert step.input_paths() == [plugin]
     out = run(step, [row(video, [("a", 2.0, 4.0), ("b", 8.0, 10.0)])])
     [r] = out.rows
@@ -219,7 +224,7 @@ def test_paper_preset_aligner_builds_dfn5b_through_open_clip(video, tmp_path, mo
                                        asr_model_path="a", asr_align_model_path="b", llm_model_path="c"),
                        explicit={"vision_device"})
     assert (cfg.aligner, cfg.clip_backend, cfg.clip_arch) == ("clip", "open_clip", "ViT-H-14-378-quickgelu")
-    out = run(KeyframeAlignment(cfg), [row(video, [("a", 2.0, 4.0), ("b", 8.0, 10.0)])])
+    out = run(stage(cfg, "keyframe_alignment"), [row(video, [("a", 2.0, 4.0), ("b", 8.0, 10.0)])])
     [r] = out.rows
     assert calls["name"] == calls["tokenizer"] == "ViT-H-14-378-quickgelu" and calls["pretrained"] == str(ckpt)
     assert calls["image_shapes"] == {(3, 14, 14)}
