@@ -25,6 +25,7 @@ RULES = {
     ("builders.explore", "builders.corpora"), ("builders.explore", "builders.nasva"),
     ("builders.core", "builders.release"), ("builders.release", "builders.corpora"),
     ("builders.steps", "builders.corpora"),
+    ("builders.sources", "builders.nasva"), ("builders.sources", "builders.models"),
 }
 
 

@@ -15,7 +15,7 @@
 Bad input never stops a run midway: every dropped video or text is counted under a named reason
 (:class:`SkipCounts`) and printed; only input that leaves nothing to do is an error.
 
-The feature files are :mod:`builders.nasva.feature_files`, the sentence features :mod:`builders.nasva.text_features`
+The feature files are :mod:`builders.sources.feature_files`, the sentence features :mod:`builders.nasva.text_features`
 and the two errors :mod:`builders.nasva.errors`; their names are importable from here too. This module holds the
 skip bookkeeping, the labels, the samples and the batches.
 """
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import FeatureError, NasvaInputError
-from .feature_files import (
+from ..sources.feature_files import (
     DENSE,
     FEATURE_EXTS,
     FEATURE_REFS_FILE,

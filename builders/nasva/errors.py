@@ -1,16 +1,9 @@
 """The two errors of NaSVA's inputs (docs/evaluation.md): input that leaves nothing to do, and one unusable feature
-file (a named skip)."""
+file (a named skip). Defined with the feature files (``builders/sources/feature_files.py``), which the builders read
+as well."""
 
 from __future__ import annotations
 
+from ..sources.feature_files import FeatureError, NasvaInputError
 
-class NasvaInputError(ValueError):
-    """Input that leaves nothing to do (unreadable labels file, no usable sample, a dimension clash)."""
-
-
-class FeatureError(Exception):
-    """A feature file that cannot be used; ``reason`` is the named skip reason."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason = reason
+__all__ = ["FeatureError", "NasvaInputError"]

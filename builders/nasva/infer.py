@@ -29,7 +29,7 @@ import torch
 from .checkpoint import atomic_write_bytes, atomic_write_json, load_checkpoint
 from .data import SkipCounts, log, pad_by_last, parse_entry, read_labels
 from .errors import FeatureError, NasvaInputError
-from .feature_files import FeatureStore
+from ..sources.feature_files import FeatureStore
 from .model import NaSVA
 from .text_features import default_text_cache, encode_texts, get_text_encoder
 

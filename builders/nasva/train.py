@@ -49,7 +49,7 @@ from .checkpoint import (
 )
 from .data import Sample, SkipCounts, build_samples, collate, log, read_labels, samples_fingerprint
 from .errors import FeatureError, NasvaInputError
-from .feature_files import FeatureStore
+from ..sources.feature_files import FeatureStore
 from .infer import argmax_predictions, predict_matrices, recall_hits
 from .loss import grounding_loss
 from .model import NaSVA, NasvaModelConfig, count_parameters

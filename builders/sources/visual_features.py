@@ -2,9 +2,9 @@
 
 Row ``t`` of a ``[T, C]`` file summarises video seconds ``[t, t+1)`` (one row a second, as the features NaSVA is
 trained on: Li et al., ECCV 2024, supp. §6.1, "one visual feature (768-d) per second"). Files are looked up as
-``<features_dir>/**/<vid><ext>`` (``ext`` in the order of :data:`builders.nasva.data.FEATURE_EXTS`: ``.pth.tar``,
+``<features_dir>/**/<vid><ext>`` (``ext`` in the order of :data:`builders.sources.feature_files.FEATURE_EXTS`: ``.pth.tar``,
 ``.pth``, ``.pt``, ``.npy``, ``.mp4.npy``, ``.npz``) or through a ``{vid: subfolder-or-path}`` json index. The
-decoding is the NaSVA reader's (:func:`builders.nasva.data.load_feature_file`: ``torch.load(...,
+decoding is the NaSVA reader's (:func:`builders.sources.feature_files.load_feature_file`: ``torch.load(...,
 weights_only=True)``, ``np.load(..., allow_pickle=False)``), so the builder and the labeler accept exactly the same
 files. On top of it this module applies the rules of docs/reason-codes.md (every threshold a config key of
 docs/configuration.md, ``howtostep``):
@@ -23,7 +23,7 @@ docs/configuration.md, ``howtostep``):
 
 Computed features (``visual_features=compute``) are stored as fp16 ``[T, C]`` ``.npy``: by
 :func:`write_feature_npy` one file a video, or by :func:`write_store_block` one file a work shard, each video then a
-:class:`~builders.nasva.data.FeatureRef` (rows of that file), which :func:`read_visual_features` reads like a file.
+:class:`~builders.sources.feature_files.FeatureRef` (rows of that file), which :func:`read_visual_features` reads like a file.
 The NaSVA module (which imports torch) is imported lazily.
 """
 
@@ -78,7 +78,7 @@ class FeatureFileError(Exception):
 
 
 def _feature_exts() -> tuple[str, ...]:
-    from builders.nasva.data import FEATURE_EXTS
+    from builders.sources.feature_files import FEATURE_EXTS
 
     return tuple(FEATURE_EXTS)
 
@@ -87,7 +87,7 @@ class FeatureIndex:
     """Where each video's feature file is (docs/corpora/howtostep.md "Inputs").
 
     Without ``index_json`` the ``root`` directory is scanned once, recursively
-    (:func:`builders.nasva.data.index_feature_files`: the extension earlier in ``FEATURE_EXTS`` wins, then the first
+    (:func:`builders.sources.feature_files.index_feature_files`: the extension earlier in ``FEATURE_EXTS`` wins, then the first
     path in sorted order). With ``index_json`` (``{vid: subfolder-or-path}``) nothing is scanned: a value is a file,
     a folder holding ``<vid><ext>``, or a path stem to which the extensions are appended; relative values are taken
     from ``root`` (or from the json's folder when ``root`` is None). A missing root folder, an unreadable json or a
@@ -102,7 +102,7 @@ class FeatureIndex:
         if self.index_json is None:
             if self.root is None or not self.root.is_dir():
                 raise FileNotFoundError(f"features directory not found: {self.root}")
-            from builders.nasva.data import index_feature_files
+            from builders.sources.feature_files import index_feature_files
 
             self._files = index_feature_files(self.root)
         else:
@@ -156,12 +156,12 @@ def _decode(path: Path | Any) -> np.ndarray:
 
     NaN/Inf rows must reach :func:`repair_feature_rows`, so the reader keeps them (``allow_nonfinite``).
     """
-    from builders.nasva import data as nasva_data
+    from builders.sources import feature_files
 
     try:
         with np.errstate(over="ignore"):  # a float64 value beyond float32 becomes Inf: a bad row, repaired or dropped
-            return nasva_data.load_feature_file(path, allow_nonfinite=True)
-    except nasva_data.FeatureError as err:
+            return feature_files.load_feature_file(path, allow_nonfinite=True)
+    except feature_files.FeatureError as err:
         reason = MISSING_FEATURES if err.reason == MISSING_FEATURES else BAD_FEATURES
         raise FeatureFileError(reason, f"{err.reason}: {err}") from err
 
@@ -210,12 +210,12 @@ def read_visual_features(path: str | Path | Any, visual_dim: int, max_bad_share:
                          max_abs: float = MAX_ABS_VALUE) -> tuple[np.ndarray, dict[str, int]]:
     """One video's features as float32 ``[T, visual_dim]`` and the counters ``{"features_repaired": n}``.
 
-    ``path``: a feature file, or a :class:`builders.nasva.data.FeatureRef` (the video's rows of a store file).
+    ``path``: a feature file, or a :class:`builders.sources.feature_files.FeatureRef` (the video's rows of a store file).
     Raises :class:`FeatureFileError`: ``missing_features`` (no file), ``bad_features`` (file over ``max_bytes``,
     unreadable or pickle-only, not ``[T, C]``, ``C != visual_dim``, ``T = 0``, more than ``max_bad_share`` rows
     bad: NaN/Inf, beyond ``max_abs``, all zeros; docs/reason-codes.md).
     """
-    from builders.nasva.data import FeatureRef
+    from builders.sources.feature_files import FeatureRef
 
     if isinstance(path, FeatureRef):
         x = _decode(path)

@@ -4,7 +4,10 @@ a tensor ``[T, C]`` or a dict with key ``features``, loaded with ``torch.load(..
 ``.mp4.npy``: ``[T, C]``; ``.npz``: key ``features``), or rows of a per-shard store named by
 ``<features_dir>/features.refs.json`` (:class:`FeatureRef`: the HowToStep builder keeps one file per work shard, not
 one per video). Loaded as float32; NaN/Inf, a wrong rank, zero rows or a feature size other than the expected one make
-the video a named skip (:class:`~builders.nasva.errors.FeatureError`).
+the video a named skip (:class:`FeatureError`).
+
+A source module, below NaSVA: the builders read these files too (``builders/sources/visual_features.py``), and NaSVA
+(``builders/nasva/``) imports them from here, so the packages do not import each other.
 """
 
 from __future__ import annotations
@@ -18,7 +21,18 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FeatureError, NasvaInputError
+
+class NasvaInputError(ValueError):
+    """Input that leaves nothing to do (unreadable labels file, no usable sample, a dimension clash)."""
+
+
+class FeatureError(Exception):
+    """A feature file that cannot be used; ``reason`` is the named skip reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
 
 #: feature file extensions in lookup order (docs/corpora/howtostep.md, Inputs)
 FEATURE_EXTS = (".pth.tar", ".pth", ".pt", ".npy", ".mp4.npy", ".npz")
