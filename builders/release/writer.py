@@ -248,6 +248,18 @@ class _ShardSequence:
                 p.unlink()
 
 
+def _split_folder(root: str | os.PathLike, config: str, split: str, max_rows_per_shard: int) -> Path:
+    """The config folder a split is written into, with the split's leftover ``.part`` files of a killed write gone;
+    checks the names and the shard limit first."""
+    if max_rows_per_shard < 1:
+        raise ValueError(f"max_rows_per_shard must be >= 1, got {max_rows_per_shard}")
+    _check_names(config, split)
+    folder = Path(root) / config
+    folder.mkdir(parents=True, exist_ok=True)
+    _remove_parts(folder, split)
+    return folder
+
+
 def write_split_stream(
     root: str | os.PathLike,
     config: str,
@@ -272,12 +284,7 @@ def write_split_stream(
     No rows give one valid, empty shard with ``keep_empty`` (``datasets`` cannot load it: ``gate`` rejects it), or no
     file at all without it. ``rows`` may be a zero-argument callable returning the iterator. Returns the shard paths.
     """
-    if max_rows_per_shard < 1:
-        raise ValueError(f"max_rows_per_shard must be >= 1, got {max_rows_per_shard}")
-    _check_names(config, split)
-    folder = Path(root) / config
-    folder.mkdir(parents=True, exist_ok=True)
-    _remove_parts(folder, split)
+    folder = _split_folder(root, config, split, max_rows_per_shard)
     embed = has_media(features)
     size = batch_rows or (MEDIA_BATCH_ROWS if embed else ENCODE_BATCH_ROWS)
     want = set(features)
@@ -323,12 +330,7 @@ def write_split_tables(
     """``write_split_stream`` for rows already encoded: Arrow tables of ``features.arrow_schema`` (such as the cached
     parts of the release flow) are sliced at the shard limits and appended, one table and one row group in memory.
     The same tables in the same order give byte-identical files."""
-    if max_rows_per_shard < 1:
-        raise ValueError(f"max_rows_per_shard must be >= 1, got {max_rows_per_shard}")
-    _check_names(config, split)
-    folder = Path(root) / config
-    folder.mkdir(parents=True, exist_ok=True)
-    _remove_parts(folder, split)
+    folder = _split_folder(root, config, split, max_rows_per_shard)
     schema = features.arrow_schema
     seq = _ShardSequence(folder, split, features, max_rows_per_shard, max_bytes_per_shard)
     try:
