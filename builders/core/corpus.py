@@ -14,14 +14,15 @@ Optional members, read with a default (a protocol cannot declare an optional att
 - ``SAMPLE_SHARD_SIZE: int | None``: rows per work shard when the bundled sample is built (no input given and no
   ``--shard-size``); absent or None means ``DEFAULT_SHARD_SIZE``. HowToStep cuts its 14-video sample into shards of 8
   so that its kill-and-resume tests have shards to resume.
-- a submodule ``<corpus>.prompts`` with ``check_config(cfg)``: raises ``ValueError`` for an unknown prompt id or a
-  missing template; the driver calls it before any work (exit 2).
+- ``check_config(cfg)``: the corpus's own checks of its resolved config, before any work: raises ``ConfigError``
+  (exit 2) for an encoder this machine cannot load offline, a malformed LLM replay source, an unknown prompt id or a
+  missing template (the four corpora call ``builders.models.config_checks.check_model_config`` and their prompts).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -81,3 +82,24 @@ class Corpus(Protocol):
 def sample_shard_size(corpus: Corpus) -> int | None:
     """The corpus's optional ``SAMPLE_SHARD_SIZE`` (None when it has none)."""
     return getattr(corpus, "SAMPLE_SHARD_SIZE", None)
+
+
+def input_flags(*names: str) -> tuple[Callable[[argparse.ArgumentParser], None],
+                                      Callable[[argparse.Namespace], dict[str, Any]]]:
+    """``(add_arguments, overrides_from_args)`` of a corpus whose flags are its input paths, one ``--<name>`` a config
+    key ``name`` (``--raw-caption`` for ``raw_caption``)."""
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("inputs")
+        for name in names:
+            group.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar="PATH")
+
+    def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+        return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+
+    return add_arguments, overrides_from_args
+
+
+def without_sample(cfg: Any) -> tuple[Any, bool]:
+    """``resolve_inputs`` of a corpus that bundles no sample: the config as given."""
+    return cfg, False

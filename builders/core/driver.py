@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import importlib
 import json
 import os
 import stat
@@ -190,7 +189,6 @@ def resolve_config(corpus: Corpus, options: BuildOptions | argparse.Namespace) -
 
 
 #: config keys naming a sentence encoder: (key, whether ``hash:<dim>`` is allowed there)
-ENCODER_KEYS = (("text_encoder", True), ("nasva_text_encoder", True), ("embedding_model", False))
 _SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
             (stat.S_ISBLK, "a block device"))
 
@@ -227,34 +225,12 @@ def check_paths(cfg: Any) -> None:
             raise ConfigError(f"{key}: {path}: permission denied (this process may not read it)")
 
 
-def check_models_and_prompts(corpus: Corpus, cfg: Any) -> None:
-    """Encoder names, the LLM replay source and the prompts, resolved before any work (``ConfigError``)."""
-    from ..models.text_encoder import check_encoder_name
-
-    for key, allow_hash in ENCODER_KEYS:
-        name = getattr(cfg, key, None)
-        if isinstance(name, str):
-            try:
-                check_encoder_name(name, allow_hash=allow_hash)
-            except ValueError as e:
-                raise ConfigError(f"{key}: {e}") from None
-    if getattr(cfg, "llm", None) == "replay" and getattr(cfg, "llm_replay", None):
-        from ..models.llm import check_replay_source
-
-        try:
-            check_replay_source(cfg.llm_replay)
-        except ValueError as e:
-            raise ConfigError(f"llm_replay: {e}") from None
-    try:   # the corpus's own prompt module, when it has one (a corpus package's ``prompts.check_config``)
-        prompts = importlib.import_module(f"{getattr(corpus, '__name__', '')}.prompts")
-    except ImportError:
-        prompts = None
-    check = getattr(prompts, "check_config", None)
+def check_corpus_config(corpus: Corpus, cfg: Any) -> None:
+    """The corpus's own checks of its resolved config (models, prompts), before any work: its optional
+    ``check_config(cfg)`` raises ``ConfigError`` (exit 2)."""
+    check = getattr(corpus, "check_config", None)
     if callable(check):
-        try:
-            check(cfg)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        check(cfg)
 
 
 def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
@@ -267,7 +243,7 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
     check_paths(cfg)                       # before resolve_inputs reads a header: a FIFO would block it
     cfg, sample = corpus.resolve_inputs(cfg)
     check_paths(cfg)                       # the sample's paths, or paths resolve_inputs filled in
-    check_models_and_prompts(corpus, cfg)
+    check_corpus_config(corpus, cfg)
     out_root = Path(options.out)
     work_dir = Path(options.work_dir) if options.work_dir else out_root / ".work" / corpus.NAME
     rate = options.max_error_rate

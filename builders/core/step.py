@@ -21,8 +21,8 @@ in the corpus's pipeline function from the corpus config. Its cache key is its f
 input files are fingerprinted by content, its :meth:`Step.resources` say what a worker needs and ``requires`` names
 the optional packages it imports (checked when the pipeline is assembled, with the extra that installs them).
 
-A step or source that is not a dataclass is a *legacy* one: it takes the whole corpus config (``cfg``) and keys its
-cache with the hand-kept ``config_keys`` / ``input_keys`` tuples (being replaced, issue 21).
+Every stage is a dataclass: a :class:`Pipeline` refuses one that is not (its cache key would silently miss whatever
+it keeps outside its fields).
 """
 
 from __future__ import annotations
@@ -121,14 +121,6 @@ class FitInputs:
     cache_dir: Path | None = None
 
 
-def config_subset(cfg: Any, keys: tuple[str, ...] | None) -> dict[str, Any]:
-    """The config fields that key a stage's cache (all of them when ``keys`` is None)."""
-    from .config import to_dict
-
-    full = to_dict(cfg)
-    return {k: full[k] for k in (keys if keys is not None else tuple(full))}
-
-
 def gpus_for_device(device: str) -> float:
     """GPUs a model step needs per worker for its ``device`` config: one for ``cuda`` / ``cuda:N``, none else."""
     return 1.0 if str(device).startswith("cuda") else 0.0
@@ -143,20 +135,13 @@ def _paths(values: Any) -> list[Path]:
 
 
 class _Parametrised:
-    """What steps and sources share: parameters (dataclass fields, or a legacy ``cfg``), the cache key derived from
-    them, the input files among them, the optional packages they need."""
+    """What steps and sources share: parameters (their dataclass fields), the cache key derived from them, the input
+    files among them, the optional packages they need."""
 
     name: ClassVar[str] = ""
     version: ClassVar[str] = "1"
-    #: legacy (a non-dataclass step): config fields that change this step's output; None = the whole config
-    config_keys: ClassVar[tuple[str, ...] | None] = None
-    #: legacy: config fields holding paths of files or directories the step reads: their contents key its cache
-    input_keys: ClassVar[tuple[str, ...]] = ()
-    #: legacy: the subset of ``input_keys`` whose files feed rows one by one (see :func:`input_path`)
-    item_input_keys: ClassVar[tuple[str, ...]] = ()
     #: optional packages imported by ``setup`` / ``process`` / ``fit`` (checked at assembly)
     requires: ClassVar[tuple[Requirement, ...]] = ()
-    cfg: Any = None
 
     def params(self) -> dict[str, Any]:
         """The parameters (every dataclass field), as JSON-able values."""
@@ -164,17 +149,11 @@ class _Parametrised:
 
     def cache_config(self) -> dict[str, Any]:
         """The cache key's config part: every parameter but the execution settings (:func:`execution_setting`)."""
-        if dataclasses.is_dataclass(self):
-            keep = {f.name for f in _fields_of(self) if not f.metadata.get(EXECUTION)}
-            return {k: v for k, v in self.params().items() if k in keep}
-        return config_subset(self.cfg, self.config_keys)
+        keep = {f.name for f in _fields_of(self) if not f.metadata.get(EXECUTION)}
+        return {k: v for k, v in self.params().items() if k in keep}
 
     def _path_fields(self, kinds: tuple[str, ...]) -> list[Path]:
-        if dataclasses.is_dataclass(self):
-            return [p for f in _fields_of(self) if f.metadata.get(INPUT) in kinds for p in _paths(getattr(self, f.name))]
-        keys = self.input_keys if "stage" in kinds else ()
-        keys = tuple(k for k in keys if "item" in kinds or k not in self.item_input_keys)
-        return [p for k in keys for p in _paths(getattr(self.cfg, k))]
+        return [p for f in _fields_of(self) if f.metadata.get(INPUT) in kinds for p in _paths(getattr(self, f.name))]
 
     def input_paths(self) -> list[Path]:
         """Files and directories whose contents this step's output depends on (fingerprinted, memoised)."""
@@ -199,7 +178,7 @@ class Step(_Parametrised):
     parent_field: ClassVar[str | None] = None
     id_field: ClassVar[str] = "id"
     #: the row contract: fields read from the input rows and fields the kept rows gain (name -> type; ``Any`` when
-    #: loose); None = not declared (a legacy step: the check is skipped from there on)
+    #: loose); None = not declared (the check is skipped from there on)
     reads: ClassVar[Mapping[str, Any] | None] = None
     writes: ClassVar[Mapping[str, Any] | None] = None
     #: the kept rows are new rows holding only ``writes`` (not the input row with fields added)
@@ -208,13 +187,9 @@ class Step(_Parametrised):
     removes: ClassVar[tuple[str, ...]] = ()
     state: Any = None
 
-    def __init__(self, cfg: Any):  # legacy steps; a dataclass step gets its own __init__ from its fields
-        self.cfg = cfg
-        self.state = None
-
     def resources(self) -> Resources:
         """What one worker needs (``fit`` and ``process``); a step may make it depend on a parameter (``device``)."""
-        return Resources(gpus=float(getattr(self, "num_gpus", 0.0)))
+        return Resources()
 
     def gpus(self) -> float:
         """GPUs per worker: one worker per GPU locally, actors sized by GPUs on Ray (``resources().gpus``)."""
@@ -223,8 +198,7 @@ class Step(_Parametrised):
     @property
     def has_item_inputs(self) -> bool:
         """The runner computes :meth:`item_digest` for each shard (per-item inputs, or an overriding method)."""
-        per_item = (any(f.metadata.get(INPUT) == "item" for f in _fields_of(self)) if dataclasses.is_dataclass(self)
-                    else bool(self.item_input_keys))
+        per_item = any(f.metadata.get(INPUT) == "item" for f in _fields_of(self))
         return per_item or type(self).item_digest is not Step.item_digest
 
     def item_columns(self) -> list[str]:
@@ -264,7 +238,7 @@ class Source(_Parametrised):
     :class:`Drop` records and :class:`Count` events; parsing belongs in steps, so a killed build resumes inside a long
     input."""
 
-    #: the fields of the rows it lists (name -> type); None = not declared (legacy)
+    #: the fields of the rows it lists (name -> type); None = not declared
     writes: ClassVar[Mapping[str, Any] | None] = None
     #: names of earlier pipelines whose final output ``read`` uses (as ``self.side[name]``); part of the cache key
     side_inputs: ClassVar[tuple[str, ...]] = ()
@@ -276,10 +250,6 @@ class Source(_Parametrised):
 
     side: Mapping[str, StageData] = {}
 
-    def __init__(self, cfg: Any):  # legacy sources; a dataclass source gets its own __init__
-        self.cfg = cfg
-        self.side = {}
-
     def read(self) -> Iterator[Row | Drop | Count]:
         raise NotImplementedError(f"{type(self).__name__}.read")
 
@@ -288,9 +258,9 @@ class Source(_Parametrised):
 class Pipeline:
     """A named source and a plain list of steps. Adding a stage means adding a step to ``steps``.
 
-    Assembling one checks, before any work (:class:`PipelineError`): every field a step reads is written by its
-    source or an earlier step, with the same type where both declare one; every optional package a stage needs is
-    installed."""
+    Assembling one checks, before any work (:class:`PipelineError`): every stage is a dataclass of its parameters;
+    every field a step reads is written by its source or an earlier step, with the same type where both declare one;
+    every optional package a stage needs is installed."""
 
     name: str
     source: Source
@@ -298,21 +268,37 @@ class Pipeline:
     shard_size: int = 256
 
     def __post_init__(self) -> None:
+        check_dataclasses([self.source, *self.steps], self.name)
         check_contracts(self)
         check_requirements([self.source, *self.steps], self.name)
+
+    def output_fields(self) -> dict[str, Any] | None:
+        """The fields (name -> type) of the rows this pipeline outputs, from its stages' row contracts; None where a
+        stage declares none."""
+        return check_contracts(self)
+
+
+def check_dataclasses(stages: list[Any], where: str) -> None:
+    """Every stage is an instance of a dataclass (its fields are its parameters and key its cache), else
+    :class:`PipelineError`: a stage keeping a parameter outside its fields would reuse a stale cache."""
+    bad = [f"{type(s).__name__} ({s.name!r})" for s in stages if not dataclasses.is_dataclass(s)]
+    if bad:
+        raise PipelineError(f"pipeline {where!r}: stage(s) {', '.join(bad)} are not dataclasses; declare each with "
+                            "@dataclass(eq=False) and its parameters as fields (docs/new-corpus.md)")
 
 
 def _same_type(a: Any, b: Any) -> bool:
     return a is Any or b is Any or a == b
 
 
-def check_contracts(pipe: Pipeline) -> None:
-    """The row contract of ``pipe`` (see :class:`Pipeline`); an undeclared stage ends the check (legacy stages)."""
+def check_contracts(pipe: Pipeline) -> dict[str, Any] | None:
+    """The row contract of ``pipe`` (see :class:`Pipeline`); returns the fields (name -> type) of the pipeline's
+    output rows, or None where a stage declares no contract (that ends the check)."""
     fields = dict(pipe.source.writes) if pipe.source.writes is not None else None
     writer = {k: f"source {pipe.source.name!r}" for k in fields or {}}
     for step in pipe.steps:
         if fields is None:
-            return
+            return None
         if step.reads is not None:
             missing = [k for k in step.reads if k not in fields]
             if missing:
@@ -325,13 +311,14 @@ def check_contracts(pipe: Pipeline) -> None:
                 raise PipelineError(f"pipeline {pipe.name!r}: step {step.name!r} reads field(s) of another type: "
                                     + "; ".join(clash))
         if step.writes is None:
-            return
+            return None
         if step.replaces:
             fields, writer = {}, {}
         for k in step.removes:
             fields.pop(k, None)
         fields.update(step.writes)
         writer.update({k: f"step {step.name!r}" for k in step.writes})
+    return fields
 
 
 def check_requirements(stages: list[Any], where: str) -> None:
@@ -343,18 +330,3 @@ def check_requirements(stages: list[Any], where: str) -> None:
             f"pipeline {where!r} needs " + ", ".join(f"{r.module} (stage {n!r})" for n, r in missing)
             + f": pip install -e '.[{','.join(extras)}]'")
 
-
-REQUEST_CACHE_FILE = "requests.sqlite"
-
-
-class CacheDirStep(Step):
-    """A step that needs the build's per-request cache (ASR, LLM: docs/architecture.md, "Caching and resume"): its trivial
-    ``fit`` names the cache folder (keyed by its input's digest, so it costs nothing on a rerun)."""
-
-    def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        return {"cache_dir": str(inputs.cache_dir)}
-
-    def request_cache(self):
-        from ..models.request_cache import RequestCache
-
-        return RequestCache(Path(self.state["cache_dir"]) / REQUEST_CACHE_FILE)

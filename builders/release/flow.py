@@ -87,16 +87,16 @@ class ReleaseSpec:
     after the up-to-date check (``stats_extra`` after the shards are written), ``report_videos`` is streamed once."""
 
     corpus: str
-    title: str                                            # README title
-    report_title: str
     features: Mapping[str, Any]                           # config -> datasets.Features (configs without rows are left out)
-    default_config: str
-    card: Mapping[str, Any]                               # card YAML fields (license, task_categories, ...)
     card_template: Path
-    split_order: tuple[str, ...]
     rows: dict[str, dict[str, RowSource] | ShardedRows]   # config -> split -> rows: a list, or a zero-arg callable
                                                           # returning an iterator (a generator over work shards);
                                                           # or config -> ShardedRows (cached per work shard)
+    title: str = ""                                       # README title ("": the corpus name)
+    report_title: str = ""                                # report.html title ("": "<title> build")
+    default_config: str = ""                              # "": the first config of ``features``
+    card: Mapping[str, Any] = field(default_factory=dict)  # card YAML fields (license, task_categories, ...)
+    split_order: tuple[str, ...] = ("train", "validation", "test")
     empty: str = ""                                       # non-empty: nothing survived, and why
     stats_extra: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)
     models: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)  # the manifest's
@@ -106,9 +106,14 @@ class ReleaseSpec:
     # extra files, relative to the release root: a source path, bytes, text, or a callable that writes the file (or
     # folder) at the path it is given; or a callable returning that dict (resolved after the shards are written)
     files: ReleaseFiles | Callable[[], ReleaseFiles] = field(default_factory=dict)
-    input_keys: tuple[str, ...] = ()                      # config keys holding input paths
+    path_keys: tuple[str, ...] = ()                       # config keys holding paths (made relative in provenance)
     key_files: tuple[Path, ...] = ()                      # source files of the corpus's release (release key)
     scratch: Path | None = None                           # set by write_release while it writes
+
+    def __post_init__(self) -> None:
+        self.title = self.title or self.corpus
+        self.report_title = self.report_title or f"{self.title} build"
+        self.default_config = self.default_config or next(iter(self.features), "")
 
     def scratch_dir(self) -> Path:
         """This build's scratch folder beside its staging folder (external sorts); only while the release is written."""
@@ -129,14 +134,14 @@ def _as_list(v: Any) -> list[str]:
     return [str(x) for x in ([v] if isinstance(v, (str, os.PathLike)) else list(v or [])) if x]
 
 
-def portable_inputs(cfg: Any, input_keys: tuple[str, ...],
+def portable_inputs(cfg: Any, path_keys: tuple[str, ...],
                     fingerprints: Mapping[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The config and the input fingerprints with every input path made relative to the inputs' common root."""
     conf = to_dict(cfg)
-    paths = [p for k in input_keys for p in _as_list(conf.get(k))]
+    paths = [p for k in path_keys for p in _as_list(conf.get(k))]
     paths += [f["path"] for fps in fingerprints.values() for f in fps]
     rel = relative_paths(paths)
-    for k in input_keys:
+    for k in path_keys:
         v = conf.get(k)
         if isinstance(v, str) and v:
             conf[k] = rel[v]
@@ -251,7 +256,7 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     n_drops = write_drops(stage / "drops.parquet", result)
     if n_drops != sum(stats["drops"].values()):  # an invariant of the runner: fail loudly, even under python -O
         raise RuntimeError(f"drops.parquet has {n_drops} rows but stats.json counts {sum(stats['drops'].values())}")
-    conf, inputs = portable_inputs(cfg, spec.input_keys, result.input_fingerprints)
+    conf, inputs = portable_inputs(cfg, spec.path_keys, result.input_fingerprints)
     man = {
         "corpus": spec.corpus, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
         "config": conf, "inputs": inputs, "sample": info["sample"], "models": _value(spec.models),

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.records import Out, Row
-from ..core.step import (CacheDirStep, FitInputs, Requirement, Resources, execution_setting, gpus_for_device,
-                         input_path)
+from ..core.step import FitInputs, Requirement, Resources, execution_setting, gpus_for_device, input_path
 from ..sources.transcripts import TranscriptError
+from .request_cache import CacheDirStep
 
 #: bump when the ASR request or its post-processing changes (part of the request-cache key)
 ASR_CODE_VERSION = "1"

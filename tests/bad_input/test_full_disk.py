@@ -40,15 +40,19 @@ class Config:
 def pipelines(cfg: Config, shard_size: int):
     from builders.core.step import Pipeline, Source, Step
 
+    @dataclass(eq=False)
     class Rows(Source):
         name = "make_rows"
+        n: int
+        tag: str
 
         def read(self):
-            for i in range(self.cfg.n):
-                seed = hashlib.sha256(f"{self.cfg.tag}-{i}".encode()).digest()
+            for i in range(self.n):
+                seed = hashlib.sha256(f"{self.tag}-{i}".encode()).digest()
                 text = b"".join(hashlib.sha256(seed + bytes([k])).digest() for k in range(ROW_BYTES // 64)).hex()
                 yield {"id": i, "text": text, "split": "test" if i % 5 == 0 else "train"}
 
+    @dataclass(eq=False)
     class Keep(Step):
         name = "keep"
 
@@ -56,7 +60,7 @@ def pipelines(cfg: Config, shard_size: int):
             for r in rows:
                 out.keep(r)
 
-    return [Pipeline("items", Rows(cfg), [Keep(cfg)], shard_size)]
+    return [Pipeline("items", Rows(n=cfg.n, tag=cfg.tag), [Keep()], shard_size)]
 
 
 def release(result, cfg: Config, out_dir: Path, info) -> dict:

@@ -23,14 +23,17 @@ class Config:
     limit: int | None = None
 
 
+@dataclass(eq=False)
 class Numbers(Source):
     name = "read_numbers"
+    n: int = 6
 
     def read(self):
-        for i in range(self.cfg.n):
+        for i in range(self.n):
             yield {"id": f"n{i}", "value": i}
 
 
+@dataclass(eq=False)
 class WaitForGate(Step):
     name = "wait_for_gate"
 
@@ -56,7 +59,7 @@ def resolve_inputs(cfg: Config) -> tuple[Config, bool]:
 
 
 def pipelines(cfg: Config, shard_size: int) -> list[Pipeline]:
-    return [Pipeline("numbers", Numbers(cfg), [WaitForGate(cfg)], shard_size)]
+    return [Pipeline("numbers", Numbers(n=cfg.n), [WaitForGate()], shard_size)]
 
 
 def release(result, cfg, out_dir: Path, info) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 import pytest
 
@@ -12,16 +13,16 @@ from builders.core.orchestrate import run_pipelines
 from builders.core.runners import ExecPolicy, LocalRunner
 from builders.core.step import Pipeline, Step
 
-from .toy import Numbers, ToyConfig, counts, toy_pipelines
+from .toy import ToyConfig, counts, numbers, toy_pipelines
 
 FAST = ExecPolicy(retries=2, backoff_s=0.0)
 
 
+@dataclass(eq=False)
 class Flaky(Step):
     """Fails on value 11 with a transient error the first ``fails`` calls of this process, then works."""
 
     name = "flaky"
-    config_keys = ()
     calls = 0
     fails = 0
     error: type[BaseException] = TimeoutError
@@ -36,7 +37,7 @@ class Flaky(Step):
 
 
 def _pipes(cfg=ToyConfig()):
-    return [Pipeline("numbers", Numbers(cfg), [Flaky(cfg)], shard_size=8)]
+    return [Pipeline("numbers", numbers(cfg), [Flaky()], shard_size=8)]
 
 
 @pytest.fixture(autouse=True)
@@ -92,9 +93,9 @@ def test_max_error_rate_fails_the_step(tmp_path):
 def test_retry_errors_reruns_the_failed_rows_and_exactly_the_shards_downstream(tmp_path, monkeypatch):
     from .toy import Fragile
 
+    @dataclass(eq=False)
     class After(Step):
         name = "after"
-        config_keys = ()
 
         def process(self, rows, out) -> None:
             for r in rows:
@@ -103,7 +104,7 @@ def test_retry_errors_reruns_the_failed_rows_and_exactly_the_shards_downstream(t
     def pipes():
         cfg = ToyConfig()
         p = toy_pipelines(cfg)[0]
-        return [Pipeline(p.name, p.source, [*p.steps, After(cfg)], shard_size=8)]
+        return [Pipeline(p.name, p.source, [*p.steps, After()], shard_size=8)]
 
     first = run_pipelines(pipes(), tmp_path, LocalRunner(), progress=False)
     assert first.steps["fragile"].dropped == {"step_error": 1}

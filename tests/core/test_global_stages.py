@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +14,16 @@ import pytest
 from builders.core.artefacts import artefact_dir, load_arrays, save_arrays
 from builders.core.orchestrate import run_pipelines
 from builders.core.runners import LocalRunner
-from builders.core.step import FitInputs, Pipeline, Step
+from builders.core.step import FitInputs, Pipeline, Resources, Step, input_path
 
-from .toy import Numbers, ToyConfig, toy_pipelines
+from .toy import Numbers, ToyConfig, numbers, toy_pipelines
 
 
+@dataclass(eq=False)
 class Histogram(Step):
     """A global stage: counts of ``value % 5`` written as an artefact, read back by path in ``setup``."""
 
     name = "histogram"
-    config_keys = ()
     fits = 0
 
     def fit(self, inputs: FitInputs):
@@ -41,7 +42,7 @@ class Histogram(Step):
 
 
 def _pipes(cfg=ToyConfig()):
-    return [Pipeline("numbers", Numbers(cfg), [Histogram(cfg)], shard_size=8)]
+    return [Pipeline("numbers", numbers(cfg), [Histogram()], shard_size=8)]
 
 
 def test_a_global_stage_is_fitted_once_and_its_artefacts_travel_by_path(tmp_path):
@@ -71,35 +72,36 @@ def test_fit_must_return_json(tmp_path):
             return {"model": object()}
 
     with pytest.raises(TypeError, match="JSON-serialisable state"):
-        run_pipelines([Pipeline("numbers", Numbers(ToyConfig()), [Bad(ToyConfig())])], tmp_path, LocalRunner(),
+        run_pipelines([Pipeline("numbers", Numbers(), [Bad()])], tmp_path, LocalRunner(),
                       progress=False)
 
 
+@dataclass(eq=False)
 class ReadsFile(Step):
     """Adds the first line of a declared input file (a step, not a source, reads it)."""
 
     name = "reads_file"
-    config_keys = ("input_file",)
-    input_keys = ("input_file",)
+    input_file: Path | None = input_path()
 
     def setup(self, state):
-        self.text = Path(self.cfg.input_file).read_text().splitlines()[0] if Path(self.cfg.input_file).is_file() \
-            else sorted(p.name for p in Path(self.cfg.input_file).iterdir())[0]
+        self.text = self.input_file.read_text().splitlines()[0] if self.input_file.is_file() \
+            else sorted(p.name for p in self.input_file.iterdir())[0]
 
     def process(self, rows, out):
         for r in rows:
             out.keep({**r, "text": self.text})
 
 
+@dataclass(eq=False)
 class Tail(Step):
     name = "tail"
-    config_keys = ()
 
     def process(self, rows, out):
         for r in rows:
             out.keep(r)
 
 
+@dataclass(eq=False)
 class Before(Tail):
     name = "before"
 
@@ -116,8 +118,7 @@ def test_editing_a_steps_input_in_place_invalidates_exactly_that_step_and_below(
         inp.write_text("one\n")
 
     def pipes():
-        cfg = ToyConfig(input_file=str(inp))
-        return [Pipeline("numbers", Numbers(ToyConfig()), [Before(cfg), ReadsFile(cfg), Tail(cfg)], shard_size=8)]
+        return [Pipeline("numbers", Numbers(), [Before(), ReadsFile(input_file=inp), Tail()], shard_size=8)]
 
     run_pipelines(pipes(), tmp_path / "w", LocalRunner(), progress=False)
     edit.write_text("two\n" if not as_dir else "two")  # in place (a directory: a file inside it)
@@ -131,13 +132,13 @@ def test_editing_a_steps_input_in_place_invalidates_exactly_that_step_and_below(
     assert "reads_file" in res.input_fingerprints
 
 
+@dataclass(eq=False)
 class Explode(Step):
     """A fan-out step: value v becomes v % 3 + 1 rows (parent id kept), multiples of 4 are dropped."""
 
     name = "explode"
     fan_out = True
     parent_field = "parent"
-    config_keys = ()
     lose = False
 
     def process(self, rows, out):
@@ -150,7 +151,7 @@ class Explode(Step):
 
 
 def test_fan_out_accounting(tmp_path):
-    res = run_pipelines([Pipeline("numbers", Numbers(ToyConfig()), [Explode(ToyConfig())], shard_size=8)],
+    res = run_pipelines([Pipeline("numbers", Numbers(), [Explode()], shard_size=8)],
                         tmp_path, LocalRunner(), progress=False)
     st = res.steps["explode"]
     values = [i for i in range(50) if i % 10 != 9]
@@ -160,7 +161,7 @@ def test_fan_out_accounting(tmp_path):
     Explode.lose = True  # a row that comes out neither kept nor dropped breaks the build
     try:
         with pytest.raises(RuntimeError, match="lost 1 input row"):
-            run_pipelines([Pipeline("numbers", Numbers(ToyConfig()), [Explode(ToyConfig())], shard_size=8)],
+            run_pipelines([Pipeline("numbers", Numbers(), [Explode()], shard_size=8)],
                           tmp_path / "lose", LocalRunner(), progress=False)
     finally:
         Explode.lose = False
@@ -169,11 +170,11 @@ def test_fan_out_accounting(tmp_path):
 LIVE: list[str] = []  # models this process holds
 
 
+@dataclass(eq=False)
 class ModelStep(Step):
     """Loads a (fake) model in setup and frees it in teardown; checks that no other model is still held."""
 
     name = "model_a"
-    config_keys = ()
 
     def setup(self, state):
         assert LIVE == [], f"{self.name}: models still held: {LIVE}"
@@ -191,17 +192,18 @@ class ModelStep(Step):
 
 def test_model_steps_free_their_model_before_the_next_loads(tmp_path):
     second = type("ModelB", (ModelStep,), {"name": "model_b"})
-    pipes = [Pipeline("numbers", Numbers(ToyConfig()), [ModelStep(ToyConfig()), second(ToyConfig())], shard_size=8)]
+    pipes = [Pipeline("numbers", Numbers(), [ModelStep(), second()], shard_size=8)]
     run_pipelines(pipes, tmp_path, LocalRunner(), progress=False)
     assert LIVE == []
 
 
+@dataclass(eq=False)
 class GpuStep(Step):
     """Records the GPU each worker was given (CUDA_VISIBLE_DEVICES) and its process id."""
 
     name = "gpu_step"
-    config_keys = ()
-    num_gpus = 1.0
+    def resources(self) -> Resources:
+        return Resources(gpus=1.0)
 
     def process(self, rows, out):
         for r in rows:
@@ -209,7 +211,7 @@ class GpuStep(Step):
 
 
 def test_a_gpu_step_gets_one_worker_per_gpu_whatever_workers_says(tmp_path):
-    pipes = [Pipeline("numbers", Numbers(ToyConfig()), [GpuStep(ToyConfig())], shard_size=4)]
+    pipes = [Pipeline("numbers", Numbers(), [GpuStep()], shard_size=4)]
     res = run_pipelines(pipes, tmp_path, LocalRunner(workers=1, gpus=2), progress=False)
     rows = list(res.outputs["numbers"].rows())
     assert {r["gpu"] for r in rows} == {"0", "1"}  # two workers, each pinned to its own GPU
@@ -221,7 +223,7 @@ def test_a_gpu_step_gets_one_worker_per_gpu_whatever_workers_says(tmp_path):
 
 
 def test_a_gpu_step_without_a_gpu_is_a_clear_error(tmp_path):
-    pipes = [Pipeline("numbers", Numbers(ToyConfig()), [GpuStep(ToyConfig())], shard_size=4)]
+    pipes = [Pipeline("numbers", Numbers(), [GpuStep()], shard_size=4)]
     with pytest.raises(RuntimeError, match="needs 1 GPU.*0 are visible.*device=cpu"):
         run_pipelines(pipes, tmp_path, LocalRunner(workers=4, gpus=0), progress=False)
 

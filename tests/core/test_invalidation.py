@@ -7,13 +7,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 from builders.core.fingerprint import item_file_sha
 from builders.core.orchestrate import run_pipelines
 from builders.core.records import Out
 from builders.core.runners import LocalRunner
-from builders.core.step import FitInputs, Pipeline, Source, Step
+from builders.core.step import FitInputs, Pipeline, Source, Step, input_path
 
 
 @dataclass(frozen=True)
@@ -23,38 +23,37 @@ class Cfg:
     scale: int = 1
 
 
+@dataclass(eq=False)
 class Ids(Source):
     """One row an id, read from a text file (one id a line)."""
 
     name = "read_ids"
-    config_keys = ()
     rows_carry_content = True
-    input_keys = ("ids_file",)
+    ids_file: Path = input_path()
 
     def read(self) -> Iterator[dict[str, Any]]:
-        for line in Path(self.cfg.ids_file).read_text().split():
+        for line in self.ids_file.read_text().split():
             yield {"id": line}
 
 
+@dataclass(eq=False)
 class ReadText(Step):
     """Reads each item's own file: a per-item input."""
 
     name = "read_text"
-    config_keys = ("texts",)
-    input_keys = ("texts",)
-    item_input_keys = ("texts",)
-    calls: list[str] = []
+    texts: Path = input_path(per_item=True)
+    calls: ClassVar[list[str]] = []
 
     def item_digest(self, rows, state, memo) -> str:
         h = hashlib.sha256()
         for r in rows:
-            h.update(item_file_sha(Path(self.cfg.texts) / f"{r['id']}.txt", memo).encode())
+            h.update(item_file_sha(self.texts / f"{r['id']}.txt", memo).encode())
         return h.hexdigest()
 
     def process(self, rows, out: Out) -> None:
         for r in rows:
             ReadText.calls.append(r["id"])
-            p = Path(self.cfg.texts) / f"{r['id']}.txt"
+            p = self.texts / f"{r['id']}.txt"
             if not p.exists():
                 out.drop(r["id"], "no_text")
                 continue
@@ -62,15 +61,16 @@ class ReadText(Step):
             out.count("texts_read")
 
 
+@dataclass(eq=False)
 class Longest(Step):
     """A global stage: the largest word count over all items, times ``scale``."""
 
     name = "longest"
-    config_keys = ("scale",)
-    calls: list[str] = []
+    scale: int = 1
+    calls: ClassVar[list[str]] = []
 
     def fit(self, inputs: FitInputs) -> int:
-        return max((r["words"] for r in inputs.data.rows(["words"])), default=0) * self.cfg.scale
+        return max((r["words"] for r in inputs.data.rows(["words"])), default=0) * self.scale
 
     def process(self, rows, out: Out) -> None:
         for r in rows:
@@ -78,10 +78,10 @@ class Longest(Step):
             out.keep({**r, "longest": self.state})
 
 
+@dataclass(eq=False)
 class Double(Step):
     name = "double"
-    config_keys = ()
-    calls: list[str] = []
+    calls: ClassVar[list[str]] = []
 
     def process(self, rows, out: Out) -> None:
         for r in rows:
@@ -100,10 +100,10 @@ def _setup(tmp_path: Path, n: int = 12) -> Cfg:
 
 
 def _pipes(cfg: Cfg, with_global: bool = False) -> list[Pipeline]:
-    steps: list[Step] = [ReadText(cfg), Double(cfg)]
+    steps: list[Step] = [ReadText(texts=Path(cfg.texts)), Double()]
     if with_global:
-        steps.append(Longest(cfg))
-    return [Pipeline("items", Ids(cfg), steps, shard_size=4)]
+        steps.append(Longest(scale=cfg.scale))
+    return [Pipeline("items", Ids(ids_file=Path(cfg.ids_file)), steps, shard_size=4)]
 
 
 def _run(cfg: Cfg, work: Path, **kw):
@@ -211,7 +211,7 @@ def test_a_source_whose_rows_only_point_into_its_inputs_is_listed_into_a_new_fol
         rows_carry_content = False
 
     def pipes():
-        return [Pipeline("items", PathsOnly(cfg), [ReadText(cfg)], shard_size=4)]
+        return [Pipeline("items", PathsOnly(ids_file=Path(cfg.ids_file)), [ReadText(texts=Path(cfg.texts))], shard_size=4)]
 
     run_pipelines(pipes(), tmp_path / "w", LocalRunner(), progress=False, log=lambda *_: None)
     Path(cfg.ids_file).write_text(Path(cfg.ids_file).read_text() + "\nv12")

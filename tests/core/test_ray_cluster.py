@@ -23,11 +23,11 @@ from pathlib import Path
 from builders.core.orchestrate import run_pipelines
 from builders.core.runners import LocalRunner, make_runner
 from builders.core.step import Pipeline
-from tests.core.toy import Numbers, ToyConfig
+from tests.core.toy import Numbers
 from tests.core.toy_gpu import NodeTag
 
 def pipes():
-    return [Pipeline("numbers", Numbers(ToyConfig(n=40)), [NodeTag(ToyConfig())], shard_size=4)]
+    return [Pipeline("numbers", Numbers(n=40), [NodeTag()], shard_size=4)]
 
 runner = make_runner("ray", 2, sys.argv[1])
 try:

@@ -34,8 +34,7 @@ def test_ray_places_gpu_actors_by_gpu_count_and_streams_segments(tmp_path):
     from .toy_gpu import CpuTag, GpuTag
 
     def pipes():
-        cfg = ToyConfig()
-        return [Pipeline("numbers", Numbers(cfg), [CpuTag(cfg), GpuTag(cfg)], shard_size=4)]
+        return [Pipeline("numbers", Numbers(), [CpuTag(), GpuTag()], shard_size=4)]
 
     runner = RayRunner(workers=3, gpus=2)
     try:

@@ -98,8 +98,14 @@ def test_a_field_of_another_type_and_removed_or_replaced_fields():
 
 
 def test_an_undeclared_stage_ends_the_check():
-    legacy = type("Legacy", (Step,), {"name": "legacy", "process": lambda self, rows, out: None})(None)
-    Pipeline("p", Lines(), [legacy, reader("after", {"anything": str})])
+    loose = dataclass(eq=False)(type("Loose", (Step,), {"name": "loose", "process": lambda self, rows, out: None}))()
+    Pipeline("p", Lines(), [loose, reader("after", {"anything": str})])
+
+
+def test_a_stage_that_is_not_a_dataclass_is_refused():
+    plain = type("Plain", (Step,), {"name": "plain", "process": lambda self, rows, out: None})()
+    with pytest.raises(PipelineError, match=r"Plain \('plain'\) are not dataclasses"):
+        Pipeline("p", Lines(), [plain])
 
 
 def test_a_missing_optional_package_names_its_extra():

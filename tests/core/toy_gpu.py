@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
-from builders.core.step import Step
+from builders.core.step import Resources, Step
 
 
 def _gpu_ids() -> str:
@@ -19,19 +20,21 @@ def _gpu_ids() -> str:
     return os.environ.get("CUDA_VISIBLE_DEVICES", "")
 
 
+@dataclass(eq=False)
 class CpuTag(Step):
     name = "cpu_tag"
-    config_keys = ()
 
     def process(self, rows, out) -> None:
         for r in rows:
             out.keep({**r, "cpu_pid": os.getpid()})
 
 
+@dataclass(eq=False)
 class GpuTag(Step):
     name = "gpu_tag"
-    config_keys = ()
-    num_gpus = 1.0
+
+    def resources(self) -> Resources:
+        return Resources(gpus=1.0)
 
     def process(self, rows, out) -> None:
         time.sleep(0.3)  # a shard takes a while, as on a real GPU: the pool's second actor gets work too
@@ -39,11 +42,11 @@ class GpuTag(Step):
             out.keep({**r, "gpu": _gpu_ids(), "gpu_pid": os.getpid()})
 
 
+@dataclass(eq=False)
 class NodeTag(Step):
     """Records the Ray node each shard ran on (a slow shard, so that a pool's second actor gets work too)."""
 
     name = "node_tag"
-    config_keys = ()
 
     def process(self, rows, out) -> None:
         import ray

@@ -11,7 +11,7 @@ metadata, ``asr.Transcribe``), ``prompts`` (versioned prompt texts) and ``releas
 from __future__ import annotations
 
 from .config import HowToStepConfig
-from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import pipelines
 from .release import NAME, release
 
@@ -21,5 +21,5 @@ DEFAULT_SHARD_SIZE = 64
 #: the bundled sample's 14 videos in several shards, so that its kill-and-resume tests have shards to resume
 SAMPLE_SHARD_SIZE = 8
 
-__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "SAMPLE_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
+__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "SAMPLE_SHARD_SIZE", "add_arguments", "check_config", "overrides_from_args", "resolve_inputs",
            "pipelines", "release"]

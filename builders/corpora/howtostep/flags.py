@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.config import ConfigError
+from ...models.config_checks import check_model_config
+from . import prompts
 from .config import TRANSCRIPT_FORMATS, HowToStepConfig, apply_preset
 
 log = logging.getLogger(__name__)
@@ -100,3 +102,12 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "exclude", None):
         out["exclude"] = list(args.exclude)
     return out
+
+
+def check_config(cfg: Any) -> None:
+    """The config's models and prompts resolve, before any work: ``ConfigError`` (exit 2) naming the key."""
+    check_model_config(cfg)
+    try:
+        prompts.check_config(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.records import Out, Row
-from ...core.step import (CacheDirStep, Requirement, Resources, Step, execution_setting, gpus_for_device,
-                          input_path)
+from ...core.step import Requirement, Resources, Step, execution_setting, gpus_for_device, input_path
+from ...steps.request_cache import CacheDirStep
 
 #: the packages the optional models import (pyproject extras)
 TRANSFORMERS = Requirement("transformers", "llm")

@@ -392,7 +392,7 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
         default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
         split_order=("train", "heldout"), rows={c: {} for c in schema.FEATURES}, models=models,
         stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg, hs()),
-        report_videos=report_videos, input_keys=PATH_KEYS,
+        report_videos=report_videos, path_keys=PATH_KEYS,
         key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
     if not count_rows(stages["videos"]):
         spec.empty = "no video survived the pipeline"

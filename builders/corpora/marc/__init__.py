@@ -13,12 +13,12 @@ HMM+IBM1, §3.1) and ``joint_alignment`` (§3.2).
 from __future__ import annotations
 
 from .config import MarcConfig
-from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import pipelines
 from .release import NAME, release
 
 Config = MarcConfig
 DEFAULT_SHARD_SIZE = 64
 
-__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
+__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "check_config", "overrides_from_args", "resolve_inputs",
            "pipelines", "release"]

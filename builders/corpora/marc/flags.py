@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ...models.config_checks import check_model_config
 from .config import MarcConfig
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "samples" / "marc"
@@ -93,3 +94,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "warc", None):
         out["warc"] = list(args.warc)
     return out
+
+
+def check_config(cfg: Any) -> None:
+    """The config's models resolve, before any work: ``ConfigError`` (exit 2) naming the key."""
+    check_model_config(cfg)

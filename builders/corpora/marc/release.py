@@ -326,7 +326,7 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
         card=schema.CARD, card_template=CARD_TEMPLATE, split_order=SPLITS, rows=rows, files=files,
         models=lambda: models(cfg, sc().aligners, (classifier() or {}).get("name")),
         stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg),
-        report_videos=report_videos, input_keys=INPUT_KEYS,
+        report_videos=report_videos, path_keys=INPUT_KEYS,
         key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()),
         empty="" if count_rows(result.outputs["text"]) + count_rows(result.outputs["videos"])
         else "no recipe survived the pipeline")

@@ -10,7 +10,7 @@ The package is the corpus interface of ``python -m builders.build showhowto``: `
 from __future__ import annotations
 
 from .config import ShowHowToConfig
-from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import DEFAULT_SHARD_SIZE, pipelines
 from .release import NAME, release
 
@@ -21,6 +21,7 @@ __all__ = [
            "NAME",
            "Config",
            "add_arguments",
+           "check_config",
            "overrides_from_args",
            "pipelines",
            "release",

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.config import ConfigError
+from ...models.config_checks import check_model_config
+from . import prompts
 from .config import ALIGNERS, ShowHowToConfig, apply_preset
 
 log = logging.getLogger(__name__)
@@ -102,3 +104,12 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if out.get("with_images") is False:
         raise ConfigError("--with-images takes no value")
     return out
+
+
+def check_config(cfg: Any) -> None:
+    """The config's models and prompts resolve, before any work: ``ConfigError`` (exit 2) naming the key."""
+    check_model_config(cfg)
+    try:
+        prompts.check_config(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.records import Out, Row
-from ...core.step import CacheDirStep, Requirement, Resources, Step, execution_setting, gpus_for_device, input_path
+from ...core.step import Requirement, Resources, Step, execution_setting, gpus_for_device, input_path
 from ...ops.keystep_parsing import parse_filter_answer, parse_keysteps, validate_keysteps
+from ...steps.request_cache import CacheDirStep
 from .prompts import (
     FILTER_PROMPT_ID,
     KEYSTEPS_PROMPT_ID,

@@ -341,7 +341,7 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
         default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
         split_order=("train", "test"), rows={}, models=lambda: models_info(cfg, sc().asr_used),
         stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg, hs()),
-        report_videos=report_videos, input_keys=PATH_KEYS,
+        report_videos=report_videos, path_keys=PATH_KEYS,
         key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
     if not count_rows(kept):
         spec.empty = "no sequence survived the pipeline"

@@ -8,12 +8,12 @@ The package is the corpus interface of ``python -m builders.build sieve_swap``: 
 from __future__ import annotations
 
 from .config import SieveSwapConfig
-from .flags import add_arguments, overrides_from_args, resolve_inputs
+from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import pipelines
 from .release import NAME, release
 
 Config = SieveSwapConfig
 DEFAULT_SHARD_SIZE = 8
 
-__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "overrides_from_args", "resolve_inputs",
+__all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "check_config", "overrides_from_args", "resolve_inputs",
            "pipelines", "release"]

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ...models.config_checks import check_model_config
 from .config import SieveSwapConfig
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "samples" / "sieve_swap"
@@ -84,3 +85,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "exclude", None):
         out["exclude"] = list(args.exclude)
     return out
+
+
+def check_config(cfg: Any) -> None:
+    """The config's models resolve, before any work: ``ConfigError`` (exit 2) naming the key."""
+    check_model_config(cfg)

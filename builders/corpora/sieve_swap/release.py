@@ -170,7 +170,7 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
         stats_extra=lambda: {"quantities": quantities(result, scan(), info["sample"])},
         card_context=lambda stats, man: card_context(stats, man, cfg),
         report_videos=lambda: videos.rows(["duration", "segments"]),
-        input_keys=(*INPUT_KEYS, "exclude"), key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
+        path_keys=(*INPUT_KEYS, "exclude"), key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
     if not count_rows(videos):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
