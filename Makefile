@@ -65,3 +65,15 @@ test-data:
 	$(PYTHON) tests/fixture_data.py fetch --dest $(TEST_DATA)
 
 .PHONY: docs test-data
+
+# the GPU check of issue 24 (tests/perf/README.md, "gpu_check.py"): five parts on one GPU in a few minutes, one JSON
+# (OUT_JSON) and a table; installs nothing and needs no network. On a machine without the toolkit's extra packages,
+# first `pip install --target DIR` the wheels of tests/perf/gpu_check_wheels.sh and put DIR on PYTHONPATH.
+# GPU_CHECK_ARGS passes options (--parts, --device cpu --tiny, --budget-s, --keep); python3 when $(PYTHON) is missing.
+OUT_JSON ?= gpu_check.json
+GPU_CHECK_ARGS ?=
+GPU_CHECK_PYTHON ?= $(if $(shell command -v $(PYTHON) 2>/dev/null),$(PYTHON),python3)
+gpu-check:
+	$(GPU_CHECK_PYTHON) tests/perf/gpu_check.py --json $(OUT_JSON) $(GPU_CHECK_ARGS)
+
+.PHONY: gpu-check
