@@ -14,6 +14,10 @@ Optional members, read with a default (a protocol cannot declare an optional att
 - ``SAMPLE_SHARD_SIZE: int | None``: rows per work shard when the bundled sample is built (no input given and no
   ``--shard-size``); absent or None means ``DEFAULT_SHARD_SIZE``. HowToStep cuts its 14-video sample into shards of 8
   so that its kill-and-resume tests have shards to resume.
+- ``RELEASE_READS: Mapping[str, Mapping[str, type]]``: the fields ``release`` reads from each pipeline's output rows
+  (pipeline name -> field -> type, ``typing.Any`` when loose). The driver checks them against the pipelines' row
+  contracts when they are assembled, before any work (``PipelineError`` naming the pipeline and field), and the
+  release then reads those fields only: a field it reads without declaring it fails the build (``KeyError``).
 - ``check_config(cfg)``: the corpus's own checks of its resolved config, before any work: raises ``ConfigError``
   (exit 2) for an encoder this machine cannot load offline, a malformed LLM replay source, an unknown prompt id or a
   missing template (the four corpora call ``builders.models.config_checks.check_model_config`` and their prompts).

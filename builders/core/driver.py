@@ -254,6 +254,8 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
         raise workdir.WorkDirError(f"--keep-generations must be >= 1, got {keep}")
     from .orchestrate import run_pipelines   # pyarrow and the runners: imported when a build runs
     from .runners import ExecPolicy, make_runner
+    from .shards import StageData
+    from .step import check_release_reads
 
     workdir.prepare(work_dir, corpus.NAME)
     with workdir.WorkDirLock(work_dir, wait=options.wait):
@@ -265,11 +267,16 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
         runner = make_runner(options.engine, options.workers, options.ray_address, options.gpus)
         t0 = time.perf_counter()
         try:
-            result = run_pipelines(corpus.pipelines(cfg, shard_size), work_dir, runner,
-                                   progress=options.progress, policy=policy, max_error_rate=rate,
-                                   keep_generations=keep)
+            pipes = corpus.pipelines(cfg, shard_size)
+            reads = getattr(corpus, "RELEASE_READS", None)
+            check_release_reads(pipes, reads)
+            result = run_pipelines(pipes, work_dir, runner, progress=options.progress, policy=policy,
+                                   max_error_rate=rate, keep_generations=keep)
         finally:
             runner.close()
+        for name, fields in (reads or {}).items():   # the release reads what it declared, and nothing else
+            out = result.outputs[name]
+            result.outputs[name] = StageData(out.dir, out.n, columns=list(fields))
         build_seconds = time.perf_counter() - t0
         info = {"sample": sample, "engine": options.engine, "workers": options.workers, "shard_size": shard_size,
                 "build_seconds": round(build_seconds, 2), "work_dir": str(work_dir)}

@@ -112,13 +112,31 @@ def read_stats(stage_dir: Path, i: int) -> dict[str, Any]:
 
 
 class StageData:
-    """The complete output of one stage: ``n`` shards in ``stage_dir``."""
+    """The complete output of one stage: ``n`` shards in ``stage_dir``. ``columns``: the only fields a reader may
+    read (a pipeline's output as its release declared it, ``Corpus.RELEASE_READS``); None = all of them."""
 
-    def __init__(self, stage_dir: Path, n: int):
+    def __init__(self, stage_dir: Path, n: int, columns: list[str] | None = None):
         self.dir = Path(stage_dir)
         self.n = n
+        self.columns = columns
+
+    def _allowed(self, columns: list[str] | None) -> list[str] | None:
+        if self.columns is None:
+            return columns
+        if columns is None:
+            return list(self.columns)
+        undeclared = [c for c in columns if c not in self.columns]
+        if undeclared:
+            raise KeyError(f"{undeclared} of {self.dir.parent.name}/{self.dir.name} are not among the fields its "
+                           f"reader declared ({sorted(self.columns)})")
+        return columns
+
+    def shard_rows(self, i: int, columns: list[str] | None = None) -> list[Row]:
+        """The rows of shard ``i`` (only ``columns``; the declared columns when None)."""
+        return read_rows(self.dir, i, self._allowed(columns))
 
     def rows(self, columns: list[str] | None = None) -> Iterator[Row]:
+        columns = self._allowed(columns)
         for i in range(self.n):
             yield from read_rows(self.dir, i, columns)
 

@@ -321,6 +321,28 @@ def check_contracts(pipe: Pipeline) -> dict[str, Any] | None:
     return fields
 
 
+def check_release_reads(pipes: list[Pipeline], reads: Mapping[str, Mapping[str, Any]] | None) -> None:
+    """The fields a release reads from each pipeline's output rows (a corpus's ``RELEASE_READS``: pipeline name ->
+    field -> type) are written by that pipeline's stages, with the same type where both declare one; else
+    :class:`PipelineError` before any work, naming the pipeline and the fields."""
+    by_name = {p.name: p for p in pipes}
+    for name, fields in (reads or {}).items():
+        pipe = by_name.get(name)
+        if pipe is None:
+            raise PipelineError(f"the release reads pipeline {name!r}, which this build does not have "
+                                f"(it has {sorted(by_name)})")
+        out = pipe.output_fields()
+        if out is None:
+            continue
+        missing = [k for k in fields if k not in out]
+        if missing:
+            raise PipelineError(f"the release reads field(s) {missing} of pipeline {name!r}, which its stages do not "
+                                f"write (its rows hold {sorted(out)})")
+        clash = [f"{k} ({fields[k]} read, {out[k]} written)" for k in fields if not _same_type(fields[k], out[k])]
+        if clash:
+            raise PipelineError(f"the release reads field(s) of pipeline {name!r} as another type: " + "; ".join(clash))
+
+
 def check_requirements(stages: list[Any], where: str) -> None:
     """Every optional package the ``stages`` need is installed, else :class:`PipelineError` naming the extra."""
     missing = [(s.name, r) for s in stages for r in s.missing_requirements()]

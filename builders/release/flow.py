@@ -21,6 +21,7 @@ release, and raises :class:`BuildEmpty` (exit 3).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -40,9 +41,7 @@ from ..core.config import to_dict
 from ..core.fingerprint import file_fingerprint, hash_obj, relative_paths
 from ..core.orchestrate import BuildResult, data_digest
 from ..core.shards import StageData, read_stats
-from .card import render_card, write_readme
 from .drops import write_drops
-from .gate import gate
 from .manifest import (
     RELEASE_FILES_FIELD,
     RELEASE_KEY_FIELD,
@@ -87,15 +86,19 @@ class ReleaseSpec:
     after the up-to-date check (``stats_extra`` after the shards are written), ``report_videos`` is streamed once."""
 
     corpus: str
-    features: Mapping[str, Any]                           # config -> datasets.Features (configs without rows are left out)
+    # config -> datasets.Features (configs without rows are left out), in the order the release lists its configs; or
+    # a zero-arg callable returning them, called only when the release is written (a cached rerun never imports
+    # datasets), which needs ``key_files`` to name the file that defines them (it keys the release instead)
+    features: Mapping[str, Any] | Callable[[], Mapping[str, Any]]
     card_template: Path
-    rows: dict[str, dict[str, RowSource] | ShardedRows]   # config -> split -> rows: a list, or a zero-arg callable
-                                                          # returning an iterator (a generator over work shards);
-                                                          # or config -> ShardedRows (cached per work shard)
+    # config -> split -> rows: a list, or a zero-arg callable returning an iterator (a generator over work shards); or
+    # config -> ShardedRows (cached per work shard); or a zero-arg callable returning that dict (called when written)
+    rows: dict[str, dict[str, RowSource] | ShardedRows] | Callable[[], dict[str, dict[str, RowSource] | ShardedRows]]
     title: str = ""                                       # README title ("": the corpus name)
     report_title: str = ""                                # report.html title ("": "<title> build")
     default_config: str = ""                              # "": the first config of ``features``
-    card: Mapping[str, Any] = field(default_factory=dict)  # card YAML fields (license, task_categories, ...)
+    # card YAML fields (license, task_categories, ...), or a zero-arg callable returning them
+    card: Mapping[str, Any] | Callable[[], Mapping[str, Any]] = field(default_factory=dict)
     split_order: tuple[str, ...] = ("train", "validation", "test")
     empty: str = ""                                       # non-empty: nothing survived, and why
     stats_extra: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)
@@ -113,7 +116,14 @@ class ReleaseSpec:
     def __post_init__(self) -> None:
         self.title = self.title or self.corpus
         self.report_title = self.report_title or f"{self.title} build"
-        self.default_config = self.default_config or next(iter(self.features), "")
+        if callable(self.features) and not self.key_files:
+            raise ValueError("ReleaseSpec: lazy features need key_files naming the file that defines them")
+
+    def feature_map(self) -> Mapping[str, Any]:
+        """The features by config (the callable called once)."""
+        if callable(self.features):
+            self.features = self.features()
+        return self.features
 
     def scratch_dir(self) -> Path:
         """This build's scratch folder beside its staging folder (external sorts); only while the release is written."""
@@ -181,16 +191,27 @@ def release_key(result: BuildResult, cfg: Any, info: Mapping[str, Any], spec: Re
         "stages": [[name, *_stage_key(data)] for name, data in result.stage_dirs],
         "outputs": {k: f"{d.dir.parent.name}/{d.dir.name}" for k, d in sorted(result.outputs.items())},
         "fits": fits,
-        "features": {c: f.to_dict() if hasattr(f, "to_dict") else str(f) for c, f in sorted(spec.features.items())},
+        # lazy features are keyed by the source that defines them (``key_files``, in ``code``)
+        "features": None if callable(spec.features) else
+                    {c: f.to_dict() if hasattr(f, "to_dict") else str(f) for c, f in sorted(spec.features.items())},
         "code": code_key(spec),
     })
+
+
+def schema_files(module: str) -> tuple[Path, ...]:
+    """The source files a loading script's features come from (the script and the modules of its package), found
+    without importing it: a corpus's release keys them (``ReleaseSpec.key_files``) when its features are lazy."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"no loading script {module!r}")
+    return tuple(sorted(Path(spec.origin).resolve().parent.glob("*.py")))
 
 
 def code_key(spec: ReleaseSpec) -> dict[str, str]:
     """The sha256 of every source file of the release: the modules of ``builders/release``, the card template and the
     corpus's ``key_files``."""
     code = sorted({*(Path(p).resolve() for p in (*_RELEASE_CODE, spec.card_template, *spec.key_files))})
-    return {p.name: file_fingerprint(p)["sha256"] for p in code if p.is_file()}
+    return {f"{p.parent.name}/{p.name}": file_fingerprint(p)["sha256"] for p in code if p.is_file()}
 
 
 def _write_report(path: Path, title: str, stats: dict[str, Any], videos: Any, explorer: bool = False) -> None:
@@ -277,19 +298,28 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
         kept = f"; the last release in {out_dir} is untouched" if out_dir.exists() else ""
         raise BuildEmpty(f"{spec.empty}; statistics are in {beside}/stats.json{kept}")
 
+    from .card import render_card, write_readme  # datasets (0.5 s to import): only when a release is written
+    from .gate import gate
+
     splits: dict[str, list[str]] = {}
     release: dict[str, dict[str, int]] = {}
     code = code_key(spec)
     parts_stats = PartsStats()
-    for c, by_split in spec.rows.items():
-        parts = (build_parts(by_split, c, spec.features[c], spec.split_order, code, parts_stats)
+    all_features = spec.feature_map()
+    rows = _value(spec.rows)
+    unknown = sorted(set(rows) - set(all_features))
+    if unknown:
+        raise ValueError(f"release rows for config(s) {unknown} that have no features")
+    for c in [c for c in all_features if c in rows]:   # in the order of the features
+        by_split = rows[c]
+        parts = (build_parts(by_split, c, all_features[c], spec.split_order, code, parts_stats)
                  if isinstance(by_split, ShardedRows) else None)
         for s in spec.split_order:
             if parts is not None:
-                paths = write_split_tables(stage, c, s, split_tables(parts, s, spec.features[c]), spec.features[c],
+                paths = write_split_tables(stage, c, s, split_tables(parts, s, all_features[c]), all_features[c],
                                            keep_empty=False)
             elif (source := by_split.get(s)) is not None:
-                paths = write_split_stream(stage, c, s, source, spec.features[c], keep_empty=False)
+                paths = write_split_stream(stage, c, s, source, all_features[c], keep_empty=False)
             else:
                 continue
             if paths:
@@ -314,10 +344,11 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
         else:
             atomic_write_text(target, content)
     write_json_atomic(stage / "stats.json", stats)
-    features = {c: spec.features[c] for c in splits}
+    features = {c: all_features[c] for c in splits}
+    default_config = spec.default_config or next(iter(all_features), "")
     body = render_card(spec.card_template, spec.card_context(stats, man))
-    write_readme(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config,
-                 card=spec.card, title=spec.title, body=body)
+    write_readme(stage, features_by_config=features, splits_by_config=splits, default_config=default_config,
+                 card=_value(spec.card), title=spec.title, body=body)
     from ..explore import CORPORA, write_explorer  # lazy: jinja2 only when a release is written
 
     explorer = spec.corpus in CORPORA  # the four corpora have a view (docs/explorer.md)
@@ -328,7 +359,7 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
         write_explorer(stage, corpus=spec.corpus, manifest=man)  # before the listing, so that it is listed
     man[RELEASE_FILES_FIELD] = release_listing(stage)
     write_json_atomic(stage / "manifest.json", man)
-    got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=spec.default_config,
+    got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=default_config,
                cache_dir=spec.scratch_dir())
     swap_into_place(stage, out_dir)
     _remove_empty_build(out_dir)

@@ -18,17 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from datasets import Features
 
 from ..core.atomic import atomic_path
 from ..core.fingerprint import hash_obj
-from ..core.shards import StageData, read_rows, read_stats
+from ..core.shards import StageData, read_stats
 from .writer import ENCODE_BATCH_ROWS, MEDIA_BATCH_ROWS, check_batch, encode_rows, has_media
+
+if TYPE_CHECKING:  # datasets only when rows are encoded (builders/release/writer.py)
+    from datasets import Features
 
 #: bump when the parts written for the same rows, key, features and code would differ
 PART_FORMAT_VERSION = 1
@@ -103,7 +105,7 @@ def build_parts(rows: ShardedRows, config: str, features: Features, splits: tupl
         if path.is_file():
             stats.reused += 1
             continue
-        pairs = list(rows.make(read_rows(rows.data.dir, i, rows.columns)))
+        pairs = list(rows.make(rows.data.shard_rows(i, rows.columns)))
         table = _encode_part(pairs, features, splits, f"{config} (work shard {i} of {rows.data.dir.name})")
         with atomic_path(path) as tmp:
             pq.write_table(table, str(tmp))
@@ -175,7 +177,7 @@ def scan_partials(scan: ShardedScan, code: Any, stats: PartsStats | None = None)
             with open(path, "rb") as f:
                 yield pickle.load(f)  # noqa: S301 - written by this toolkit into its own work directory
             continue
-        partial = scan.fold(read_rows(scan.data.dir, i, scan.columns))
+        partial = scan.fold(scan.data.shard_rows(i, scan.columns))
         with atomic_path(path) as tmp:
             tmp.write_bytes(pickle.dumps(partial, protocol=pickle.HIGHEST_PROTOCOL))
         stats.made += 1

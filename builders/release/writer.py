@@ -26,12 +26,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Features
-from datasets.table import embed_table_storage
+
+if TYPE_CHECKING:  # datasets (0.5 s to import) only when rows are encoded: a cached rerun never imports it
+    from datasets import Features
 
 from ..core.atomic import atomic_path
 
@@ -113,6 +114,7 @@ def encode_rows(rows: list[Mapping[str, Any]], features: Features, *, embed: boo
     gets its bytes, docs/publishing.md).
     """
     from datasets.arrow_writer import OptimizedTypedSequence
+    from datasets.table import embed_table_storage
 
     schema = features.arrow_schema
     arrays = [pa.array(OptimizedTypedSequence(features.encode_column([r[k] for r in rows], k), type=features[k], col=k))

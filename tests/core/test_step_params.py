@@ -118,3 +118,31 @@ def test_a_missing_optional_package_names_its_extra():
 
 def test_resources_default_and_gpus():
     assert Upper().resources() == Resources() and Upper().gpus() == 0.0
+
+
+def test_the_output_fields_and_the_release_reads_are_checked_at_assembly():
+    from builders.core.step import check_release_reads
+
+    pipe = Pipeline("p", Lines(), [Upper()])
+    assert pipe.output_fields() == {"id": str, "text": str, "n": int, "upper": str}
+    check_release_reads([pipe], {"p": {"id": str, "upper": str, "n": Any}})  # written, same or loose type: fine
+    check_release_reads([pipe], None)
+    with pytest.raises(PipelineError, match=r"reads field\(s\) \['uper'\] of pipeline 'p', which its stages do not"):
+        check_release_reads([pipe], {"p": {"uper": str}})
+    with pytest.raises(PipelineError, match=r"pipeline 'p' as another type: n \(<class 'str'> read, <class 'int'>"):
+        check_release_reads([pipe], {"p": {"n": str}})
+    with pytest.raises(PipelineError, match=r"reads pipeline 'q', which this build does not have \(it has \['p'\]\)"):
+        check_release_reads([pipe], {"q": {"id": str}})
+    loose = dataclass(eq=False)(type("Loose2", (Step,), {"name": "loose", "process": lambda self, rows, out: None}))()
+    check_release_reads([Pipeline("p", Lines(), [loose])], {"p": {"anything": str}})  # no contract: not checked
+
+
+def test_a_reader_reads_only_the_columns_it_declared(tmp_path):
+    from builders.core.shards import StageData, write_shard
+
+    write_shard(tmp_path / "s", 0, [{"id": "a", "text": "x", "n": 1}], [], {})
+    data = StageData(tmp_path / "s", 1, columns=["id", "n"])
+    assert list(data.rows()) == [{"id": "a", "n": 1}] and data.shard_rows(0, ["n"]) == [{"n": 1}]
+    with pytest.raises(KeyError, match=r"\['text'\] of .* are not among the fields its reader declared"):
+        list(data.rows(["id", "text"]))
+    assert list(StageData(tmp_path / "s", 1).rows()) == [{"id": "a", "text": "x", "n": 1}]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .config import HowToStepConfig
 from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import pipelines
-from .release import NAME, release
+from .release import NAME, RELEASE_READS, release
 
 Config = HowToStepConfig
 #: videos per work shard for real inputs (fewer, larger files at HowTo100M scale; an edit reruns one shard of 64)
@@ -22,4 +22,4 @@ DEFAULT_SHARD_SIZE = 64
 SAMPLE_SHARD_SIZE = 8
 
 __all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "SAMPLE_SHARD_SIZE", "add_arguments", "check_config", "overrides_from_args", "resolve_inputs",
-           "pipelines", "release"]
+           "pipelines", "release", "RELEASE_READS"]

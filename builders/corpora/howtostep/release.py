@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -21,11 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from loading_scripts import howtostep as schema
-
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...release.flow import ReleaseSpec, code_key, portable_inputs, write_release
+from ...release.flow import ReleaseSpec, code_key, portable_inputs, schema_files, write_release
 from ...release.parts import ShardedRows, ShardedScan, scan_partials
 from ...release.streaming import count_rows
 from ...release.tallies import ReportTallies, Tally
@@ -37,6 +36,20 @@ from .pipeline import final_labels_stage, labeler_steps
 
 NAME = "howtostep"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "howtostep.md"
+#: the loading script that defines the release's features, card and splits: imported only when the release is
+#: written (it imports datasets, half a second), so that a cached rerun stays fast
+SCHEMA = "loading_scripts.howtostep"
+schema = functools.partial(importlib.import_module, SCHEMA)
+
+#: the fields the release reads from each pipeline's output rows (``Corpus.RELEASE_READS``): checked against the
+#: pipelines' row contracts before any work, and the only fields the release can read
+RELEASE_READS: dict[str, dict[str, Any]] = {
+    "videos": {"video_id": str, "task_id": str, "task_name": str, "category_1": str, "category_2": str,
+               "duration": Any, "num_frames": int, "num_raw_steps": int, "final_steps": list, "split": str,
+               # the row's own provenance (provenance())
+               "transcript_source": str, "asr_model": str, "sentencify_mode": str, "llm_model": str,
+               "llm_runtime": Any, "chunks": list, "visual_features": str, "anchor": str, "labeler_sha256": str},
+}
 
 #: Li et al., ECCV 2024, §3.1, §4, Table 1 and supp. §6.2: the full-scale figures a build is reported against
 PAPER_QUANTITIES: dict[str, float | None] = {
@@ -377,7 +390,7 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
         for r in steps_rows():
             path = target / split_of(r["video_id"]) / f"{r['video_id']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(schema.to_release_layout(r), ensure_ascii=False), encoding="utf-8")
+            path.write_text(json.dumps(schema().to_release_layout(r), ensure_ascii=False), encoding="utf-8")
 
     def stats_extra() -> dict[str, Any]:
         return {"howtostep": hs(), "quantities": quantities(hs(), info["sample"]),
@@ -388,12 +401,12 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
         return sc().report
 
     spec = ReleaseSpec(
-        corpus=NAME, title="HowToStep", report_title="HowToStep build report", features=schema.FEATURES,
-        default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
-        split_order=("train", "heldout"), rows={c: {} for c in schema.FEATURES}, models=models,
+        corpus=NAME, title="HowToStep", report_title="HowToStep build report", features=lambda: schema().FEATURES,
+        card=lambda: schema().CARD, card_template=CARD_TEMPLATE, split_order=("train", "heldout"), rows={},
+        models=models,
         stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg, hs()),
         report_videos=report_videos, path_keys=PATH_KEYS,
-        key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
+        key_files=(Path(__file__).resolve(), *schema_files(SCHEMA)))
     if not count_rows(stages["videos"]):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
@@ -411,7 +424,6 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
     if stages["grounded"] is not None:
         spec.rows["dropped_steps"] = ShardedRows(stages["grounded"], dropped_steps,
                                                  columns=["video_id", "split", "dropped_steps"])
-    spec.rows = {c: spec.rows[c] for c in schema.FEATURES if c in spec.rows}
     if cfg.export_format == "howtostep_release":
         spec.files["howtostep_release"] = export
     return write_release(result, cfg, out_dir, info, spec)

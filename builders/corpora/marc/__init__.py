@@ -15,10 +15,10 @@ from __future__ import annotations
 from .config import MarcConfig
 from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import pipelines
-from .release import NAME, release
+from .release import NAME, RELEASE_READS, release
 
 Config = MarcConfig
 DEFAULT_SHARD_SIZE = 64
 
 __all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "check_config", "overrides_from_args", "resolve_inputs",
-           "pipelines", "release"]
+           "pipelines", "release", "RELEASE_READS"]

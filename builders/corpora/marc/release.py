@@ -13,17 +13,17 @@ Release layout (docs/corpora/marc.md, docs/publishing.md)::
 from __future__ import annotations
 
 import functools
+import importlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loading_scripts import marc as schema
 
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...release.flow import ReleaseSpec, write_release
+from ...release.flow import ReleaseSpec, schema_files, write_release
 from ...release.streaming import SortedSpill, count_rows
 from ...release.tallies import Tally
 from ...ops.alignment_products import multi_step_breakdowns, paraphrases
@@ -33,6 +33,27 @@ from .flags import INPUT_KEYS
 
 NAME = "marc"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "marc.md"
+#: the loading script that defines the release's features, card and splits: imported only when the release is
+#: written (it imports datasets, half a second), so that a cached rerun stays fast
+SCHEMA = "loading_scripts.marc"
+schema = functools.partial(importlib.import_module, SCHEMA)
+
+#: the fields the release reads from each pipeline's output rows (``Corpus.RELEASE_READS``): checked against the
+#: pipelines' row contracts before any work, and the only fields the release can read
+_RECIPE_FIELDS: dict[str, Any] = {
+    "recipe_id": str, "dish_id": str, "dish_name": str, "modality": str, "title": str, "url": str, "language": str,
+    "ingredients": list, "ingredient_terms": list, "instructions": list, "step_index": list, "section": list,
+    "start": list, "end": list, "num_chat_removed": int, "source": dict, "split": str}
+RELEASE_READS: dict[str, dict[str, Any]] = {
+    "text": _RECIPE_FIELDS,
+    "videos": _RECIPE_FIELDS,
+    "pairs": {"pair_id": str, "dish_id": str, "pair_type": str, "recipe_a": str, "recipe_b": str,
+              "a_instructions": list, "b_instructions": list, "a_start": list, "a_end": list, "b_start": list,
+              "b_end": list, "ingredient_match": float, "a_to_b": list, "b_to_a": list, "model_a_to_b": str,
+              "model_b_to_a": str, "split": str},
+    "dishes": {"dish_id": str, "dish_name": str, "nodes": list, "forest_edges": list, "aligned_sets": list,
+               "edge_threshold": float, "split": str},
+}
 SPLITS = ("train", "validation", "test")
 
 #: Lin et al., ACL 2020, §2, Table 1, A.1: full-scale statistics next to which a build is reported
@@ -48,11 +69,11 @@ PAPER_QUANTITIES: dict[str, float | None] = {
 
 # ---------------------------------------------------------------------------------------------- release rows
 def recipe_row(r: dict[str, Any]) -> dict[str, Any]:
-    return {k: r[k] for k in schema.FEATURES["recipes"]}
+    return {k: r[k] for k in schema().FEATURES["recipes"]}
 
 
 def pairwise_row(r: dict[str, Any]) -> dict[str, Any]:
-    return {k: r[k] for k in schema.FEATURES["pairwise"]}
+    return {k: r[k] for k in schema().FEATURES["pairwise"]}
 
 
 def _nan_if_empty(times: list[float], i: int) -> float:
@@ -190,7 +211,7 @@ def quantities(sc: MarcScan, aligner_info: dict[str, Any] | None, classifier: di
         "mean_instructions_per_text_recipe": round(float(sc.instructions_per_text_recipe.mean), 2)
         if n_text else None,
         "video_recipes": sum(sc.rows["recipes", s] for s in SPLITS) - n_text,
-        **{f"pairs_{t}": sum(sc.rows[f"pairwise_{t}", s] for s in SPLITS) for t in schema.PAIR_TYPES},
+        **{f"pairs_{t}": sum(sc.rows[f"pairwise_{t}", s] for s in SPLITS) for t in schema().PAIR_TYPES},
         "vocabulary_text": vocab.get("text"), "vocabulary_video": vocab.get("video"),
         "paraphrases_text_text": sc.paraphrases_by_kind["text_text"],
         "paraphrases_text_video": sc.paraphrases_by_kind["text_video"],
@@ -278,21 +299,24 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
     def joint() -> SortedSpill:
         spill = SortedSpill(spec.scratch_dir() / "joint", key=lambda j: j["dish_id"])
         for j in result.outputs["dishes"].rows():
-            spill.add({k: j[k] for k in schema.FEATURES["joint"]}, j["split"])
+            spill.add({k: j[k] for k in schema().FEATURES["joint"]}, j["split"])
         return spill
 
-    para_types = [t for t in schema.PAIR_TYPES if t != "video_video" or cfg.release_video_video_paraphrases]
-    rows: dict[str, dict[str, Any]] = {c: {} for c in schema.CONFIG_FEATURES}
-    for s in SPLITS:
-        rows["recipes"][s] = lambda s=s: recipes().rows(s)
-        for t in schema.PAIR_TYPES:
-            rows[f"pairwise_{t}"][s] = lambda s=s, t=t: pairs().rows((t, s))
-        rows["paraphrases"][s] = lambda s=s: (x for p in pairs().rows(*[(t, s) for t in para_types])
-                                              for x in paraphrase_rows(p, cfg.paraphrase_threshold))
-        rows["multi_step_breakdown"][s] = lambda s=s: (x for p in pairs().rows(("text_text", s))
-                                                       for x in breakdown_rows(p, cfg.breakdown_threshold))
-        rows["joint"][s] = lambda s=s: joint().rows(s)
-        rows["chat_content"][s] = lambda s=s: chat_content_rows(classifier()["folder"], s) if classifier() else iter(())
+    def rows() -> dict[str, dict[str, Any]]:
+        para_types = [t for t in schema().PAIR_TYPES if t != "video_video" or cfg.release_video_video_paraphrases]
+        out: dict[str, dict[str, Any]] = {c: {} for c in schema().CONFIG_FEATURES}
+        for s in SPLITS:
+            out["recipes"][s] = lambda s=s: recipes().rows(s)
+            for t in schema().PAIR_TYPES:
+                out[f"pairwise_{t}"][s] = lambda s=s, t=t: pairs().rows((t, s))
+            out["paraphrases"][s] = lambda s=s: (x for p in pairs().rows(*[(t, s) for t in para_types])
+                                                 for x in paraphrase_rows(p, cfg.paraphrase_threshold))
+            out["multi_step_breakdown"][s] = lambda s=s: (x for p in pairs().rows(("text_text", s))
+                                                          for x in breakdown_rows(p, cfg.breakdown_threshold))
+            out["joint"][s] = lambda s=s: joint().rows(s)
+            out["chat_content"][s] = lambda s=s: (chat_content_rows(classifier()["folder"], s) if classifier()
+                                                  else iter(()))
+        return out
 
     def files() -> dict[str, Path]:
         clf = classifier()
@@ -305,7 +329,7 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
         clf, info_ = classifier(), aligner_info()
         n_chat = pq.ParquetFile(clf["folder"] / "sentences.parquet").metadata.num_rows if clf else 0
         total = {c: n_chat if c == "chat_content" else sum(sc().rows[c, s] for s in SPLITS)
-                 for c in schema.CONFIG_FEATURES}
+                 for c in schema().CONFIG_FEATURES}
         return {
             "quantities": quantities(sc(), info_, clf, info["sample"]),
             "chat_classifier": {k: v for k, v in (clf or {}).items() if k != "folder"} or None,
@@ -322,12 +346,12 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
 
     spec = ReleaseSpec(
         corpus=NAME, title="MARC-style aligned recipe corpus", report_title="MARC build report",
-        features={c: schema.features(c) for c in schema.CONFIG_FEATURES}, default_config=schema.DEFAULT_CONFIG,
-        card=schema.CARD, card_template=CARD_TEMPLATE, split_order=SPLITS, rows=rows, files=files,
+        features=lambda: {c: schema().features(c) for c in schema().CONFIG_FEATURES},
+        card=lambda: schema().CARD, card_template=CARD_TEMPLATE, split_order=SPLITS, rows=rows, files=files,
         models=lambda: models(cfg, sc().aligners, (classifier() or {}).get("name")),
         stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg),
         report_videos=report_videos, path_keys=INPUT_KEYS,
-        key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()),
+        key_files=(Path(__file__).resolve(), *schema_files(SCHEMA)),
         empty="" if count_rows(result.outputs["text"]) + count_rows(result.outputs["videos"])
         else "no recipe survived the pipeline")
     return write_release(result, cfg, out_dir, info, spec)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .config import ShowHowToConfig
 from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import DEFAULT_SHARD_SIZE, pipelines
-from .release import NAME, release
+from .release import NAME, RELEASE_READS, release
 
 Config = ShowHowToConfig
 
@@ -25,5 +25,6 @@ __all__ = [
            "overrides_from_args",
            "pipelines",
            "release",
+           "RELEASE_READS",
            "resolve_inputs",
 ]

@@ -11,6 +11,7 @@ the upstream training layout.
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 import shutil
 from collections import Counter
@@ -21,11 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from loading_scripts import showhowto as schema
-
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...release.flow import ReleaseSpec, write_release
+from ...release.flow import ReleaseSpec, schema_files, write_release
 from ...release.streaming import count_rows, write_json_object
 from ...release.tallies import Tally
 from ...core.shards import StageData
@@ -35,6 +34,18 @@ from .flags import PATH_KEYS
 
 NAME = "showhowto"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "showhowto.md"
+#: the loading script that defines the release's features, card and splits: imported only when the release is
+#: written (it imports datasets, half a second), so that a cached rerun stays fast
+SCHEMA = "loading_scripts.showhowto"
+schema = functools.partial(importlib.import_module, SCHEMA)
+
+#: the fields the release reads from each pipeline's output rows (``Corpus.RELEASE_READS``): checked against the
+#: pipelines' row contracts before any work, and the only fields the release can read
+RELEASE_READS: dict[str, dict[str, Any]] = {
+    "videos": {"video_id": str, "task_id": Any, "task": Any, "category_1": Any, "category_2": Any, "title": str,
+               "wikihow_title": str, "duration": Any, "mean_score": Any, "aligner": str, "steps": list,
+               "images": Any, "parse_repaired": bool, "asr_model": str},
+}
 
 #: Souček et al., CVPR 2025, Sec. 3.2, App. A: 1.24M videos -> 847K instructional (68.4 %) -> 578K sequences, 4.5M
 #: steps, 7.7 ± 2.8 steps per sequence (97.6 % with 2-16), 11.4 ± 4.7 words per step, 25K tasks; 3,964 test sequences
@@ -311,12 +322,12 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
                                        for i, b in enumerate(r["images"])]}
 
     def keyframes(path: Path) -> None:
-        items = (next(iter(schema.keyframes_json([sequence_row(r)]).items())) for r in kept.rows(seq_cols))
+        items = (next(iter(schema().keyframes_json([sequence_row(r)]).items())) for r in kept.rows(seq_cols))
         write_json_object(path, items, indent=1, ensure_ascii=True)
 
     def upstream(folder: Path) -> None:
         """Upstream training layout: ``prompts.json`` and ``imgseqs/<sequence_id>.jpg`` of the sequences with images."""
-        items = (next(iter(schema.to_upstream_prompts([s]).items())) for s in image_rows())
+        items = (next(iter(schema().to_upstream_prompts([s]).items())) for s in image_rows())
         folder.mkdir(parents=True, exist_ok=True)
         if not write_json_object(folder / "prompts.json", items, indent=1):
             shutil.rmtree(folder)
@@ -337,12 +348,12 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
                    "segments": [{"start": s["start"], "end": s["end"], "text": s["instruction"]} for s in r["steps"]]}
 
     spec = ReleaseSpec(
-        corpus=NAME, title="ShowHowTo", report_title="ShowHowTo build report", features=schema.FEATURES,
-        default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
+        corpus=NAME, title="ShowHowTo", report_title="ShowHowTo build report", features=lambda: schema().FEATURES,
+        card=lambda: schema().CARD, card_template=CARD_TEMPLATE,
         split_order=("train", "test"), rows={}, models=lambda: models_info(cfg, sc().asr_used),
         stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg, hs()),
         report_videos=report_videos, path_keys=PATH_KEYS,
-        key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
+        key_files=(Path(__file__).resolve(), *schema_files(SCHEMA)))
     if not count_rows(kept):
         spec.empty = "no sequence survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)

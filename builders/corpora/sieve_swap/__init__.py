@@ -10,10 +10,10 @@ from __future__ import annotations
 from .config import SieveSwapConfig
 from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
 from .pipeline import pipelines
-from .release import NAME, release
+from .release import NAME, RELEASE_READS, release
 
 Config = SieveSwapConfig
 DEFAULT_SHARD_SIZE = 8
 
 __all__ = ["NAME", "Config", "DEFAULT_SHARD_SIZE", "add_arguments", "check_config", "overrides_from_args", "resolve_inputs",
-           "pipelines", "release"]
+           "pipelines", "release", "RELEASE_READS"]

@@ -12,6 +12,7 @@ Release layout (docs/corpora/sieve_swap.md, docs/publishing.md)::
 from __future__ import annotations
 
 import functools
+import importlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,11 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from loading_scripts import sieve_swap as schema
-
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
-from ...release.flow import ReleaseSpec, write_release
+from ...release.flow import ReleaseSpec, schema_files, write_release
 from ...release.parts import ShardedRows
 from ...release.streaming import SortedSpill, count_rows, write_json_object
 from ...release.tallies import Tally
@@ -34,6 +33,21 @@ from .flags import INPUT_KEYS
 
 NAME = "sieve_swap"
 CARD_TEMPLATE = Path(__file__).resolve().parents[3] / "cards" / "sieve_swap.md"
+#: the loading script that defines the release's features, card and splits: imported only when the release is
+#: written (it imports datasets, half a second), so that a cached rerun stays fast
+SCHEMA = "loading_scripts.sieve_swap"
+schema = functools.partial(importlib.import_module, SCHEMA)
+
+#: the fields the release reads from each pipeline's output rows (``Corpus.RELEASE_READS``): checked against the
+#: pipelines' row contracts before any work, and the only fields the release can read
+RELEASE_READS: dict[str, dict[str, Any]] = {
+    "videos": {"video_id": str, "title": str, "title_source": str, "task_id": int, "task_name": str,
+               "category_1": str, "category_2": str, "duration": Any, "duration_source": str, "asr_source": str,
+               "recipe_ids": list, "recipe_token_iou": list, "recipe_token_recall": list, "max_token_iou": float,
+               "num_asr_segments": int, "segments": list, "provenance": dict, "asr_segments": list, "split": str},
+    "recipes": {"recipe_id": int, "title": str, "ingredients": list, "directions": list, "ner": list, "link": str,
+                "source": str},
+}
 
 #: Batra et al., ECCV 2024, §4.2, supp. A (Fig. 5-6): full-scale statistics next to which a build is reported
 PAPER_QUANTITIES: dict[str, float | None] = {
@@ -51,7 +65,7 @@ def _f(x: Any) -> float:
 
 
 def default_row(r: dict[str, Any]) -> dict[str, Any]:
-    keys = schema.FEATURES["default"].keys()
+    keys = schema().FEATURES["default"].keys()
     return {k: r[k] for k in keys}
 
 
@@ -90,7 +104,7 @@ def recipe_rows(result: BuildResult, top1: Counter, scratch: Path) -> Iterator[d
     r2: set[int] = set()
     for r in result.stage("content_sieve").rows(["recipe_ids"]):
         r2.update(r["recipe_ids"])
-    keys = [k for k in schema.FEATURES["recipes"] if k != "num_segments_top1"]
+    keys = [k for k in schema().FEATURES["recipes"] if k != "num_segments_top1"]
     rows = ({**{k: r[k] for k in keys}, "num_segments_top1": top1.get(r["recipe_id"], 0)}
             for r in result.outputs["recipes"].rows() if r["recipe_id"] in r2)
     yield from SortedSpill(scratch / "recipes", key=lambda r: r["recipe_id"]).extend(rows).rows()
@@ -158,19 +172,19 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
 
     def yc2_file(split: str, raw: bool) -> Callable[[Path], None]:
         def write(path: Path) -> None:
-            items = (next(iter(schema.to_yc2_format([v], raw=raw).items())) for v in videos.rows()
+            items = (next(iter(schema().to_yc2_format([v], raw=raw).items())) for v in videos.rows()
                      if v["split"] == split)
             write_json_object(path, items)
         return write
 
     spec = ReleaseSpec(
-        corpus=NAME, title="Sieve & Swap", report_title="Sieve & Swap build report", features=schema.FEATURES,
-        default_config=schema.DEFAULT_CONFIG, card=schema.CARD, card_template=CARD_TEMPLATE,
+        corpus=NAME, title="Sieve & Swap", report_title="Sieve & Swap build report", features=lambda: schema().FEATURES,
+        card=lambda: schema().CARD, card_template=CARD_TEMPLATE,
         split_order=("train", "validation"), rows={}, models=lambda: models(cfg),
         stats_extra=lambda: {"quantities": quantities(result, scan(), info["sample"])},
         card_context=lambda stats, man: card_context(stats, man, cfg),
         report_videos=lambda: videos.rows(["duration", "segments"]),
-        path_keys=(*INPUT_KEYS, "exclude"), key_files=(Path(__file__).resolve(), Path(schema.__file__).resolve()))
+        path_keys=(*INPUT_KEYS, "exclude"), key_files=(Path(__file__).resolve(), *schema_files(SCHEMA)))
     if not count_rows(videos):
         spec.empty = "no video survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
@@ -178,9 +192,9 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
     # re-encodes its shard's rows only
     spec.rows = {
         "default": ShardedRows(videos, lambda rows: ((v["split"], default_row(v)) for v in rows
-                                                     if v["split"] in schema.SPLITS["default"])),
+                                                     if v["split"] in schema().SPLITS["default"])),
         "raw_asr": ShardedRows(videos, lambda rows: ((v["split"], raw_asr_row(v)) for v in rows
-                                                     if v["split"] in schema.SPLITS["raw_asr"])),
+                                                     if v["split"] in schema().SPLITS["raw_asr"])),
         "recipes": {"train": lambda: recipe_rows(result, scan().top1, spec.scratch_dir())},
     }
 
@@ -188,7 +202,7 @@ def release(result: BuildResult, cfg: SieveSwapConfig, out_dir: Path, info: dict
 
     def yc2_files() -> dict[str, Callable[[Path], None]]:
         out = {}
-        for s in schema.SPLITS["default"]:
+        for s in schema().SPLITS["default"]:
             n = scan().per_split[s]
             if n:
                 for raw, suffix in ((False, "yc2format_clean"), (True, "raw_transcript")):
