@@ -10,6 +10,7 @@ from typing import Any
 from ...core.errors import is_transient
 from ..request_cache import RequestCache
 from .backend import LLMBackend, LLMRequest, LLMResult, LLMSettings, _error
+from .ct2 import SmolLM2CT2Backend
 from .replay import ReplayBackend
 from .smollm2 import SmolLM2Backend
 from .vllm_engine import VLLMBackend
@@ -18,7 +19,8 @@ from .vllm_engine import VLLMBackend
 def make_llm(settings: LLMSettings) -> LLMBackend:
     """The backend named by ``settings.backend``; an unusable choice raises ValueError (no silent fallback,
     docs/corpora/howtostep.md)."""
-    backends = {"smollm2": SmolLM2Backend, "vllm": VLLMBackend, "replay": ReplayBackend}
+    backends = {"smollm2": SmolLM2Backend, "vllm": VLLMBackend, "replay": ReplayBackend,
+                "smollm2-ct2": SmolLM2CT2Backend}  # issue 24 part 2: the same model through CTranslate2 int8
     if settings.backend not in backends:
         raise ValueError(f"unknown llm backend {settings.backend!r}; choose one of {sorted(backends)}")
     return backends[settings.backend](settings)
