@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping, Union, get_args, get_origin
 
 from .config import ConfigError
 from .records import Count, Drop, Out, Row
@@ -321,10 +322,18 @@ def check_contracts(pipe: Pipeline) -> dict[str, Any] | None:
     return fields
 
 
+def _optional(t: Any) -> tuple[bool, Any]:
+    """``(True, T)`` for ``T | None`` (``Optional[T]``), else ``(False, t)``."""
+    if get_origin(t) in (Union, types.UnionType) and type(None) in get_args(t):
+        rest = [a for a in get_args(t) if a is not type(None)]
+        return True, rest[0] if len(rest) == 1 else Any
+    return False, t
+
+
 def check_release_reads(pipes: list[Pipeline], reads: Mapping[str, Mapping[str, Any]] | None) -> None:
     """The fields a release reads from each pipeline's output rows (a corpus's ``RELEASE_READS``: pipeline name ->
-    field -> type) are written by that pipeline's stages, with the same type where both declare one; else
-    :class:`PipelineError` before any work, naming the pipeline and the fields."""
+    field -> type; ``T | None``: read where the rows have it) are written by that pipeline's stages, with the same
+    type where both declare one; else :class:`PipelineError` before any work, naming the pipeline and the fields."""
     by_name = {p.name: p for p in pipes}
     for name, fields in (reads or {}).items():
         pipe = by_name.get(name)
@@ -334,11 +343,12 @@ def check_release_reads(pipes: list[Pipeline], reads: Mapping[str, Mapping[str, 
         out = pipe.output_fields()
         if out is None:
             continue
-        missing = [k for k in fields if k not in out]
+        missing = [k for k in fields if k not in out and not _optional(fields[k])[0]]
         if missing:
             raise PipelineError(f"the release reads field(s) {missing} of pipeline {name!r}, which its stages do not "
                                 f"write (its rows hold {sorted(out)})")
-        clash = [f"{k} ({fields[k]} read, {out[k]} written)" for k in fields if not _same_type(fields[k], out[k])]
+        clash = [f"{k} ({fields[k]} read, {out[k]} written)" for k in fields
+                 if k in out and not _same_type(_optional(fields[k])[1], out[k])]
         if clash:
             raise PipelineError(f"the release reads field(s) of pipeline {name!r} as another type: " + "; ".join(clash))
 

@@ -207,11 +207,12 @@ def schema_files(module: str) -> tuple[Path, ...]:
     return tuple(sorted(Path(spec.origin).resolve().parent.glob("*.py")))
 
 
-def code_key(spec: ReleaseSpec) -> dict[str, str]:
-    """The sha256 of every source file of the release: the modules of ``builders/release``, the card template and the
-    corpus's ``key_files``."""
+def code_key(spec: ReleaseSpec) -> list[list[str]]:
+    """``[name, sha256]`` of every source file of the release, sorted: the modules of ``builders/release``, the card
+    template and the corpus's ``key_files``. Names without folders, so that the key does not depend on where the
+    files are; a list, so that two files of one name (``__init__.py``) are both keyed."""
     code = sorted({*(Path(p).resolve() for p in (*_RELEASE_CODE, spec.card_template, *spec.key_files))})
-    return {f"{p.parent.name}/{p.name}": file_fingerprint(p)["sha256"] for p in code if p.is_file()}
+    return sorted([p.name, file_fingerprint(p)["sha256"]] for p in code if p.is_file())
 
 
 def _write_report(path: Path, title: str, stats: dict[str, Any], videos: Any, explorer: bool = False) -> None:

@@ -131,6 +131,9 @@ def test_the_output_fields_and_the_release_reads_are_checked_at_assembly():
         check_release_reads([pipe], {"p": {"uper": str}})
     with pytest.raises(PipelineError, match=r"pipeline 'p' as another type: n \(<class 'str'> read, <class 'int'>"):
         check_release_reads([pipe], {"p": {"n": str}})
+    check_release_reads([pipe], {"p": {"absent": str | None, "upper": str | None}})  # optional: read where written
+    with pytest.raises(PipelineError, match=r"another type: text \(int \| None read, <class 'str'> written\)"):
+        check_release_reads([pipe], {"p": {"n": int | None, "text": int | None}})
     with pytest.raises(PipelineError, match=r"reads pipeline 'q', which this build does not have \(it has \['p'\]\)"):
         check_release_reads([pipe], {"q": {"id": str}})
     loose = dataclass(eq=False)(type("Loose2", (Step,), {"name": "loose", "process": lambda self, rows, out: None}))()

@@ -55,7 +55,7 @@ def test_lazy_features_are_keyed_by_their_source_and_written_like_eager_ones(tmp
 
     lazy = dataclasses.replace(eager, features=features, key_files=(source,))
     key = release_key(result, ToyConfig(), INFO, lazy)
-    assert calls == [] and f"{tmp_path.name}/schema.py" in code_key(lazy)
+    assert calls == [] and "schema.py" in {name for name, _ in code_key(lazy)}
     source.write_text("FEATURES = ...  # v2\n", encoding="utf-8")
     assert release_key(result, ToyConfig(), INFO, lazy) != key   # an edit of the schema file rewrites the release
     got = write_release(result, ToyConfig(), tmp_path / "lazy" / "toy", dict(INFO), lazy)

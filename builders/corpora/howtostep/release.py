@@ -47,8 +47,9 @@ RELEASE_READS: dict[str, dict[str, Any]] = {
     "videos": {"video_id": str, "task_id": str, "task_name": str, "category_1": str, "category_2": str,
                "duration": Any, "num_frames": int, "num_raw_steps": int, "final_steps": list, "split": str,
                # the row's own provenance (provenance())
-               "transcript_source": str, "asr_model": str, "sentencify_mode": str, "llm_model": str,
-               "llm_runtime": Any, "chunks": list, "visual_features": str, "anchor": str, "labeler_sha256": str},
+               "transcript_source": str, "asr_model": str | None, "sentencify_mode": str, "llm_model": str,
+               "llm_runtime": Any, "chunks": list, "visual_features": str, "anchor": str | None,
+               "labeler_sha256": str | None},
 }
 
 #: Li et al., ECCV 2024, §3.1, §4, Table 1 and supp. §6.2: the full-scale figures a build is reported against

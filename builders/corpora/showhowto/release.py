@@ -44,7 +44,7 @@ schema = functools.partial(importlib.import_module, SCHEMA)
 RELEASE_READS: dict[str, dict[str, Any]] = {
     "videos": {"video_id": str, "task_id": Any, "task": Any, "category_1": Any, "category_2": Any, "title": str,
                "wikihow_title": str, "duration": Any, "mean_score": Any, "aligner": str, "steps": list,
-               "images": Any, "parse_repaired": bool, "asr_model": str},
+               "images": list | None, "parse_repaired": bool | None, "asr_model": str | None},
 }
 
 #: Souček et al., CVPR 2025, Sec. 3.2, App. A: 1.24M videos -> 847K instructional (68.4 %) -> 578K sequences, 4.5M
