@@ -25,6 +25,11 @@ from .features import FEATURE_REF, load_row_features, text_encoder_requirements,
 from .labeler import TORCH, check_mptva_pathways, has_paired_text_tower
 
 
+#: rows per ``Grounder.matrices`` call of :class:`Stage2` (its forward passes take 8 videos each): bounds the
+#: features held at once (a 1200 s video of 768-d features is 3.7 MB) in a shard of up to ``shard_size`` rows
+GROUND_ROWS = 32
+
+
 def _drop_step(row_drops: list[dict[str, Any]], step: dict[str, Any], stage: str, reason: str,
                score: float | None) -> None:
     row_drops.append({"step_index": step["step_index"], "chunk_index": step["chunk_index"], "text": step["text"],
@@ -224,12 +229,8 @@ class Stage2(Step):
         from ...ops.step_timestamps import stage2_timestamps
 
         eps, anchor, delta = self.epsilon2, self.anchor, self.delta_sec
-        for r in rows:
-            T = _t_eff(r, self.max_vlen)
-            g = self.grounder(r["labeler"]["checkpoint"], r["labeler"]["text_cache"])
+        for r, A in zip(rows, self._matrices(rows)):
             steps = r["steps"]  # every parsed step, every round (Li et al., ECCV 2024, §3.3)
-            feats = load_row_features(r, self.visual_dim)[:T]
-            A = g.matrices([(feats, [s["text"] for s in steps])], mode="step", max_rows=self.max_vlen)[0]
             res = stage2_timestamps(A, eps2=eps, anchor=anchor, delta=delta or 0.0, zeta=self.zeta)
             drops = [d for d in r["dropped_steps"] if not d["stage"].startswith("stage2")]  # an earlier round's
             kept = []
@@ -242,6 +243,33 @@ class Stage2(Step):
                     out.count("stage2_below_eps2")
             out.keep({**r, "grounded_steps": kept, "dropped_steps": drops, "anchor": anchor,
                       "labeler_sha256": r["labeler"]["sha256"]})
+
+    def _matrices(self, rows: list[Row]) -> list[np.ndarray]:
+        """A ``[K, T_eff]`` per row, in row order: the rows of one labeler checkpoint go through
+        ``Grounder.matrices`` together, :data:`GROUND_ROWS` at a time (it batches videos with padding masks, and
+        padding never changes A: ``builders.nasva.infer.predict_matrices``), not one video per call (issue 24: 1.5-3x
+        the bare engine on 8 videos). Any error (a missing or bad feature file, features that do not fit the
+        checkpoint) propagates as it did one video at a time: the runner then reruns the shard row by row and drops
+        only the failing rows as ``step_error`` (``builders.core.runners._process_isolated``)."""
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(rows):
+            groups.setdefault(r["labeler"]["checkpoint"], []).append(i)
+        mats: list[Any] = [None] * len(rows)
+        for idx in groups.values():
+            for a in range(0, len(idx), GROUND_ROWS):
+                chunk = idx[a: a + GROUND_ROWS]
+                for i, A in zip(chunk, self._ground([rows[i] for i in chunk])):
+                    mats[i] = A
+        return mats
+
+    def _ground(self, rows: list[Row]) -> list[np.ndarray]:
+        """One ``Grounder.matrices`` call on rows of one checkpoint (the grounder of the first row's text cache, as
+        when it was loaded one row at a time: one grounder per checkpoint)."""
+        lab = rows[0]["labeler"]
+        g = self.grounder(lab["checkpoint"], lab["text_cache"])
+        videos = [(load_row_features(r, self.visual_dim)[:_t_eff(r, self.max_vlen)], [s["text"] for s in r["steps"]])
+                  for r in rows]
+        return g.matrices(videos, mode="step", max_rows=self.max_vlen)
 
 
 @dataclass(eq=False, kw_only=True)
