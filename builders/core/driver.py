@@ -264,12 +264,12 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
         default_size = sample_shard_size(corpus) if sample else None
         shard_size = options.shard_size or default_size or corpus.DEFAULT_SHARD_SIZE
         policy = ExecPolicy(retries=options.retries, retry_errors=options.retry_errors)
+        pipes = corpus.pipelines(cfg, shard_size)   # assembled and checked before a runner (Ray) starts
+        reads = getattr(corpus, "RELEASE_READS", None)
+        check_release_reads(pipes, reads)
         runner = make_runner(options.engine, options.workers, options.ray_address, options.gpus)
         t0 = time.perf_counter()
         try:
-            pipes = corpus.pipelines(cfg, shard_size)
-            reads = getattr(corpus, "RELEASE_READS", None)
-            check_release_reads(pipes, reads)
             result = run_pipelines(pipes, work_dir, runner, progress=options.progress, policy=policy,
                                    max_error_rate=rate, keep_generations=keep)
         finally:

@@ -112,6 +112,7 @@ class ReleaseSpec:
     path_keys: tuple[str, ...] = ()                       # config keys holding paths (made relative in provenance)
     key_files: tuple[Path, ...] = ()                      # source files of the corpus's release (release key)
     scratch: Path | None = None                           # set by write_release while it writes
+    _features: Mapping[str, Any] | None = field(default=None, init=False, repr=False)  # lazy features, once called
 
     def __post_init__(self) -> None:
         self.title = self.title or self.corpus
@@ -120,10 +121,13 @@ class ReleaseSpec:
             raise ValueError("ReleaseSpec: lazy features need key_files naming the file that defines them")
 
     def feature_map(self) -> Mapping[str, Any]:
-        """The features by config (the callable called once)."""
-        if callable(self.features):
-            self.features = self.features()
-        return self.features
+        """The features by config (a callable is called once; ``features`` itself stays as given, so the release key
+        of this spec does not change once the features were needed)."""
+        if not callable(self.features):
+            return self.features
+        if self._features is None:
+            self._features = self.features()
+        return self._features
 
     def scratch_dir(self) -> Path:
         """This build's scratch folder beside its staging folder (external sorts); only while the release is written."""

@@ -60,6 +60,7 @@ def test_lazy_features_are_keyed_by_their_source_and_written_like_eager_ones(tmp
     assert release_key(result, ToyConfig(), INFO, lazy) != key   # an edit of the schema file rewrites the release
     got = write_release(result, ToyConfig(), tmp_path / "lazy" / "toy", dict(INFO), lazy)
     assert calls == [1] and sum(got["items"].values()) == 12 and set(got["items"]) <= set(SPLITS)
+    assert release_key(result, ToyConfig(), INFO, lazy) == got.key   # needing the features did not change the key
     again = write_release(result, ToyConfig(), tmp_path / "lazy" / "toy", dict(INFO),
                           dataclasses.replace(eager, features=features, key_files=(source,)))
     assert again.up_to_date and calls == [1]   # up to date: the features were never needed
