@@ -28,7 +28,6 @@ def corpus(tmp_path, monkeypatch):
     pkg = tmp_path / "pkgs" / "cooking_asr"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(_example(), encoding="utf-8")
-    (pkg / "card.md").write_text("Cooking ASR.\n\n$release_table\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
     monkeypatch.setitem(corpora.CORPORA, "cooking_asr", "cooking_asr")  # the one registry line
     yield importlib.import_module("cooking_asr")
@@ -55,7 +54,7 @@ def test_the_example_corpus_builds_from_the_page(corpus, tmp_path):
     from builders import build_corpus
 
     lines = [ln for ln in _example().strip().splitlines() if ln.strip()]
-    assert len(lines) <= 36, len(lines)   # the "30-line example": 36 lines of code, blank lines not counted
+    assert len(lines) <= 30, len(lines)   # the "30-line example" (blank lines not counted)
     r = build_corpus("cooking_asr", out=tmp_path / "out", inputs=_inputs(tmp_path / "in"), quiet=True)
     assert r.release == tmp_path / "out" / "cooking_asr"
     assert r.rows == {"default": {"train": 2}}
@@ -65,6 +64,11 @@ def test_the_example_corpus_builds_from_the_page(corpus, tmp_path):
     assert rows == [{"video_id": "vidAAAAAAA1", "task": "Make Pancakes", "segments": 2},
                     {"video_id": "vidCCCCCCC3", "task": "Make Pancakes", "segments": 1}]
     assert r.stats["steps"]["keep_category"]["dropped"] == {"other_category": 1}
+    # the default card (cards/default.md): its tables filled from stats.json, no placeholder left
+    readme = (r.release / "README.md").read_text(encoding="utf-8")
+    assert "| default | train | 2 |" in readme and "| other_category | 1 |" in readme
+    assert "$" not in readme.split("---", 2)[2]
+    assert "license: cc-by-4.0" in readme
 
 
 def test_a_misspelt_field_fails_at_assembly(corpus):

@@ -30,6 +30,7 @@ from typing import Any
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
+    **dict.fromkeys(["BuildEmpty", "DEFAULT_CARD_TEMPLATE", "ReleaseSpec", "write_release"], "flow"),
     **dict.fromkeys(["ENCODE_BATCH_ROWS", "MAX_SHARD_BYTES", "MEDIA_BATCH_ROWS", "RowSource", "encode_rows",
                      "shard_name", "write_split", "write_split_stream", "write_split_tables"], "writer"),
     **dict.fromkeys(["ReleaseGateError", "split_info"], "gate"),

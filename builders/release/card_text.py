@@ -56,12 +56,13 @@ def fmt_value(x: Any) -> str:
 
 
 def stats_tables(stats: Mapping[str, Any]) -> dict[str, str]:
-    """The card tables every corpus shows from ``stats.json``: paper quantities, drops, counters, release rows."""
-    q = stats["quantities"]
+    """The card tables every corpus shows from ``stats.json``: paper quantities (where ``stats`` has them), drops,
+    counters, release rows."""
+    q = stats.get("quantities")
     return {
-        "stats_table": md_table(["quantity", "this build", "paper", "flag"],
-                                [[k, fmt_value(v["value"]), fmt_value(v["paper"]), v["flag"] or ""]
-                                 for k, v in q.items()]),
+        **({"stats_table": md_table(["quantity", "this build", "paper", "flag"],
+                                    [[k, fmt_value(v["value"]), fmt_value(v["paper"]), v["flag"] or ""]
+                                     for k, v in q.items()])} if q is not None else {}),
         "drops_table": md_table(["reason", "items"], [[k, v] for k, v in sorted(stats["drops"].items())])
         if stats["drops"] else "No item was dropped.",
         "counters_table": md_table(["counter", "count"], [[k, v] for k, v in sorted(stats["counters"].items())])

@@ -41,6 +41,7 @@ from ..core.config import to_dict
 from ..core.fingerprint import file_fingerprint, hash_obj, relative_paths
 from ..core.orchestrate import BuildResult, data_digest
 from ..core.shards import StageData, read_stats
+from .card_text import stats_tables
 from .drops import write_drops
 from .manifest import (
     RELEASE_FILES_FIELD,
@@ -58,6 +59,9 @@ from .writer import RowSource, write_split_stream, write_split_tables
 #: bump when a release written from the same final shards, config and toolkit version would differ (layout, writer,
 #: card, statistics): a release carrying another format's key is rewritten
 RELEASE_FORMAT_VERSION = 2
+
+#: the card body of a corpus that brings none: the release, drop and counter tables
+DEFAULT_CARD_TEMPLATE = Path(__file__).resolve().parents[2] / "cards" / "default.md"
 
 #: the release code whose source is part of the release key (with the corpus's own ``ReleaseSpec.key_files``)
 _RELEASE_CODE = tuple(sorted(Path(__file__).resolve().parent.glob("*.py")))  # every module of builders/release
@@ -88,12 +92,14 @@ class ReleaseSpec:
     corpus: str
     # config -> datasets.Features (configs without rows are left out), in the order the release lists its configs; or
     # a zero-arg callable returning them, called only when the release is written (a cached rerun never imports
-    # datasets), which needs ``key_files`` to name the file that defines them (it keys the release instead)
+    # datasets), which needs ``key_files`` to name the file that defines them (it keys the release instead). A config's
+    # features may also be a plain mapping of field -> dtype name ({"video_id": "string"}: ``datasets.Value``)
     features: Mapping[str, Any] | Callable[[], Mapping[str, Any]]
-    card_template: Path
     # config -> split -> rows: a list, or a zero-arg callable returning an iterator (a generator over work shards); or
     # config -> ShardedRows (cached per work shard); or a zero-arg callable returning that dict (called when written)
     rows: dict[str, dict[str, RowSource] | ShardedRows] | Callable[[], dict[str, dict[str, RowSource] | ShardedRows]]
+    # the card's body, a string.Template; the default shows the release, drop and counter tables (cards/default.md)
+    card_template: Path = DEFAULT_CARD_TEMPLATE
     title: str = ""                                       # README title ("": the corpus name)
     report_title: str = ""                                # report.html title ("": "<title> build")
     default_config: str = ""                              # "": the first config of ``features``
@@ -103,7 +109,8 @@ class ReleaseSpec:
     empty: str = ""                                       # non-empty: nothing survived, and why
     stats_extra: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)
     models: dict[str, Any] | Callable[[], dict[str, Any]] = field(default_factory=dict)  # the manifest's
-    card_context: Callable[[dict[str, Any], dict[str, Any]], Mapping[str, Any]] = lambda stats, man: {}
+    # the card template's $placeholders from stats.json and the manifest (default: the tables of ``stats_tables``)
+    card_context: Callable[[dict[str, Any], dict[str, Any]], Mapping[str, Any]] = lambda stats, man: stats_tables(stats)
     report_videos: Any = ()                               # videos (mappings) or their ReportTallies, or a callable
                                                           # returning either
     # extra files, relative to the release root: a source path, bytes, text, or a callable that writes the file (or
@@ -123,10 +130,8 @@ class ReleaseSpec:
     def feature_map(self) -> Mapping[str, Any]:
         """The features by config (a callable is called once; ``features`` itself stays as given, so the release key
         of this spec does not change once the features were needed)."""
-        if not callable(self.features):
-            return self.features
         if self._features is None:
-            self._features = self.features()
+            self._features = _as_features(self.features() if callable(self.features) else self.features)
         return self._features
 
     def scratch_dir(self) -> Path:
@@ -135,6 +140,17 @@ class ReleaseSpec:
             raise RuntimeError("scratch_dir() is only available while write_release writes the release")
         self.scratch.mkdir(parents=True, exist_ok=True)
         return self.scratch
+
+
+def _as_features(by_config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Plain ``{field: dtype}`` mappings as ``datasets.Features`` of ``Value``s (other values kept as given)."""
+    plain = {c for c, f in by_config.items() if isinstance(f, Mapping) and not hasattr(f, "to_dict")}
+    if not plain:
+        return by_config
+    from datasets import Features, Value
+
+    return {c: Features({k: Value(v) if isinstance(v, str) else v for k, v in f.items()}) if c in plain else f
+            for c, f in by_config.items()}
 
 
 def _value(x: Any) -> Any:

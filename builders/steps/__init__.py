@@ -4,3 +4,32 @@ HowTo100M's metadata sources (:mod:`.howto100m`), the transcript loader (:mod:`.
 
 A corpus's ``pipeline.py`` constructs them from its config; they never see a corpus config.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> the module of this package that defines it (imported on first use: ``from builders.steps import
+#: LoadTranscript`` loads ``transcripts`` only)
+_EXPORTS = {
+    **dict.fromkeys(["HowTo100MSelection", "HowTo100MSource"], "howto100m"),
+    **dict.fromkeys(["LoadTranscript", "TranscriptStep"], "transcripts"),
+    **dict.fromkeys(["ASRStep", "Transcribe"], "asr"),
+    "CacheDirStep": "request_cache",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
