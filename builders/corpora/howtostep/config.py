@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...core.config import ConfigError, apply_paper_preset, check_range, check_ranges
+from ...models.llm.backend import LLM_BACKEND_NAMES
 
 TRANSCRIPT_FORMATS = ("htm_raw", "sentencified", "whisperx", "segments", "asr")
 LABELERS = ("two_stage", "mptva", "llm_timestamps")
@@ -60,7 +61,7 @@ class HowToStepConfig:
     chunk_size: int = 10                   # paper "around 10 sentences"; MPTVA exactly 10
     prompt_id: str | None = None           # None: the labeler's own (howtostep_v3, mptva or howtostep_v1_ts)
     prompt_template: str | None = None     # a user's prompt file substituting the text of prompt_id
-    llm: str = "smollm2"                   # smollm2 (CPU) | vllm (paper) | replay
+    llm: str = "smollm2"                   # smollm2 | smollm2-ct2 (CPU, int8) | vllm (paper) | replay
     llm_model_path: str | None = None      # vLLM: local dir of Llama-2-7b-chat-hf / Llama-3.1-8B-Instruct
     llm_replay: str | None = None          # replay: JSONL of recorded outputs or an earlier release's llm_outputs
     llm_max_tokens: int = 512              # new tokens per answer
@@ -125,7 +126,7 @@ class HowToStepConfig:
     def validate(self) -> None:
         checks = [("transcript_format", TRANSCRIPT_FORMATS, True), ("labeler", LABELERS, False),
                   ("visual_features", VISUAL_FEATURES, True), ("preset", PRESETS, False),
-                  ("asr", ("faster-whisper", "whisperx"), False), ("llm", ("smollm2", "vllm", "replay"), False),
+                  ("asr", ("faster-whisper", "whisperx"), False), ("llm", LLM_BACKEND_NAMES, False),
                   ("anchor", ("start", "centre", "grown"), False), ("stage1_method", ("step_asr", "step_video"), False),
                   ("labeler_train_text", ("steps", "steps+narrations"), False),
                   ("sentencify_mode", ("no_punct_fallback", "bert"), False),

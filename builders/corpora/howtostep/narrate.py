@@ -19,8 +19,9 @@ from ...steps.request_cache import CacheDirStep
 
 #: the packages the optional models import (pyproject extras)
 TRANSFORMERS = Requirement("transformers", "llm")
-LLM_BACKENDS = {"smollm2": (TRANSFORMERS, Requirement("gguf", "llm")), "vllm": (Requirement("vllm", "gpu"),),
-                "replay": ()}
+LLM_BACKENDS = {"smollm2": (TRANSFORMERS, Requirement("gguf", "llm")),
+                "smollm2-ct2": (TRANSFORMERS, Requirement("gguf", "llm"), Requirement("ctranslate2", "llm")),
+                "vllm": (Requirement("vllm", "gpu"),), "replay": ()}
 
 #: bump when the LLM request (messages, decoding) or its post-processing changes: part of the request-cache key
 LLM_CODE_VERSION = "1"
@@ -136,7 +137,7 @@ class LLMSteps(CacheDirStep):
     chunk_size: int
     prompt_id: str
     prompt_template: Path | None = input_path()
-    llm: str                              # smollm2 | vllm | replay
+    llm: str                              # smollm2 | smollm2-ct2 | vllm | replay
     llm_model_path: str | None
     llm_replay: Path | None = input_path()  # replay: the recorded outputs
     llm_max_tokens: int

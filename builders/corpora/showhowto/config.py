@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...core.config import ConfigError, apply_paper_preset, check_range, check_ranges
+from ...models.llm.backend import LLM_BACKEND_NAMES, SMOLLM2_BACKENDS
 from ...models.media import GRID_FPS_RANGE
 
 PRESETS = ("cpu-offline", "paper")
@@ -48,7 +49,7 @@ class ShowHowToConfig:
     asr_language: str | None = "en"        # tiny.en is English-only; WhisperX auto-detects (None)
     any_language: bool = False             # --any-language switches the non_english check off
     # ---- stages 2-3: LLM filter and key steps (paper §3, App. E Fig. 19-20)
-    llm: str = "smollm2"                   # smollm2 (CPU) | vllm (paper: Llama-3.1-8B-Instruct) | replay
+    llm: str = "smollm2"                   # smollm2 | smollm2-ct2 (CPU) | vllm (paper: Llama-3.1-8B-Instruct) | replay
     llm_model_path: str | None = None      # vLLM: local folder of Llama-3.1-8B-Instruct
     llm_replay: str | None = None          # JSONL of {"video_id", "stage": "filter"|"keysteps", "raw_output"}
     llm_prompt_format: str | None = None   # chat | raw; None = chat for vllm, raw (completion) for smollm2
@@ -90,7 +91,7 @@ class ShowHowToConfig:
     export_upstream: bool = False          # also write prompts.json + imgseqs/ (needs with_images)
 
     def validate(self) -> None:
-        checks = [("preset", PRESETS), ("asr", ("faster-whisper", "whisperx")), ("llm", ("smollm2", "vllm", "replay")),
+        checks = [("preset", PRESETS), ("asr", ("faster-whisper", "whisperx")), ("llm", LLM_BACKEND_NAMES),
                   ("aligner", ALIGNERS), ("on_ambiguous", ("reject", "accept")),
                   ("filter_mode", ("apply", "record")), ("clip_backend", ("hf", "open_clip", "plugin"))]
         for key, allowed in checks:
@@ -127,7 +128,7 @@ class ShowHowToConfig:
         CPU default sends SmolLM2 the raw string (the 135M model follows the few-shot layout only as a completion)."""
         if self.llm_prompt_format:
             return self.llm_prompt_format
-        return "raw" if self.llm == "smollm2" else "chat"
+        return "raw" if self.llm in SMOLLM2_BACKENDS else "chat"
 
     @property
     def effective_aligner(self) -> str:

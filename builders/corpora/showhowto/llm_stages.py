@@ -15,6 +15,7 @@ from typing import Any
 
 from ...core.records import Out, Row
 from ...core.step import Requirement, Resources, Step, execution_setting, gpus_for_device, input_path
+from ...models.llm.backend import SMOLLM2_BACKENDS
 from ...ops.keystep_parsing import parse_filter_answer, parse_keysteps, validate_keysteps
 from ...steps.request_cache import CacheDirStep
 from .prompts import (
@@ -35,6 +36,8 @@ LLM_CODE_VERSION = "1"
 RAW_STOP = {"filter": ("\nExample", "\nNow the video", "\nTitle:"), "keysteps": ("```",)}
 #: the packages each backend imports (``builders.models.llm``); replayed answers need none
 LLM_BACKENDS = {"smollm2": (Requirement("transformers", "llm"), Requirement("gguf", "llm")),
+                "smollm2-ct2": (Requirement("transformers", "llm"), Requirement("gguf", "llm"),
+                                Requirement("ctranslate2", "llm")),
                 "vllm": (Requirement("vllm", "gpu"),), "replay": ()}
 
 
@@ -51,8 +54,8 @@ def llm_settings(cfg: Any):
 @dataclass(eq=False, kw_only=True)
 class _LLMStage(CacheDirStep):
     """One request per video (its title and transcript in the stage's prompt). Parameters: the backend and its
-    decoding (``builders.models.llm.LLMSettings``: ``llm`` smollm2 | vllm | replay, ``prompt_format`` chat | raw),
-    the prompt file replacing the packaged one (``prompt_template``, fingerprinted) and the stage's answer cap
+    decoding (``builders.models.llm.LLMSettings``: ``llm`` smollm2 | smollm2-ct2 | vllm | replay, ``prompt_format``
+    chat | raw), the prompt file replacing the packaged one (``prompt_template``, fingerprinted) and the stage's answer cap
     (``max_tokens``). ``backend_max_tokens`` is the backend's default cap: every request here sets its own, so it
     changes no answer; it enters the request-cache key only (both stages use the key-step cap, so cached requests
     stay valid). The batch size and device say how the model runs (not part of the cache key)."""
@@ -203,7 +206,8 @@ class LLMKeySteps(_LLMStage):
 
     def process(self, rows: list[Row], out: Out) -> None:
         schema = keysteps_schema(self.constrained_max_steps) if self.constrained_json else None
-        regex = keysteps_regex(self.constrained_max_steps) if self.constrained_json and self.llm == "smollm2" else None
+        guided = self.constrained_json and self.llm in SMOLLM2_BACKENDS  # smollm2-ct2 hands these to transformers
+        regex = keysteps_regex(self.constrained_max_steps) if guided else None
         results = self._generate(rows, keysteps_message, out, schema, regex)
         for r in rows:
             vid, res = r["video_id"], results[r["video_id"]]

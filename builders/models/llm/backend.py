@@ -47,6 +47,12 @@ class LLMResult:
     finish_reason: str | None = None
 
 
+#: SmolLM2-135M on CPU: through transformers (fp32) or CTranslate2 (int8); both take the same prompts
+SMOLLM2_BACKENDS = ("smollm2", "smollm2-ct2")
+#: the ``llm`` values of the corpus configs
+LLM_BACKEND_NAMES = (*SMOLLM2_BACKENDS, "vllm", "replay")
+
+
 @dataclass(frozen=True)
 class LLMSettings:
     """Backend choice and decoding (defaults: docs/corpora/howtostep.md CPU preset; paper preset sets ``backend="vllm"``)."""
