@@ -379,6 +379,34 @@ def test_smollm2_real_model_structure_determinism_and_cache(smollm2, tmp_path):
     cache.close()
 
 
+def test_smollm2_converted_folder_is_the_gguf_model(smollm2, tmp_path):
+    """The transformers folder saved once from the GGUF (``hf_model_dir``) tokenizes and scores exactly as the GGUF
+    read by transformers itself; it is made once and reused, and one process loads the model once."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from builders.models.llm import smollm2 as smollm2_mod
+
+    gguf = smollm2.gguf
+    folder = smollm2._folder()
+    key = smollm2_mod.hf_conversion_key(gguf)
+    assert folder.parent.name == "smollm2-hf" and json.loads((folder / "complete.json").read_text())["key"] == key
+    assert smollm2_mod.hf_model_dir(gguf) == folder  # reused, not converted again
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    ref = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32).eval()
+    messages = [{"role": "user", "content": PROMPTS[2]}]
+    ids = list(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+               ["input_ids"])
+    assert smollm2._prompt_ids(messages) == ids
+    raw = "Title: Make tea\nTranscript: boil the water ```json"
+    assert smollm2._tokenizer()(raw)["input_ids"] == tok(raw)["input_ids"]
+    with torch.inference_mode():
+        x = torch.tensor([ids])
+        assert torch.equal(smollm2._load()[1](x).logits, ref(x).logits)
+    other = make_llm(LLMSettings(backend="smollm2", max_tokens=64, batch_size=2))
+    assert other._load()[1] is smollm2._load()[1]  # the same loaded model: a second stage loads nothing
+
+
 def test_smollm2_budget_counts_and_too_long_prompt(smollm2):
     overhead = len(smollm2._prompt_ids([{"role": "user", "content": ""}]))
     # <|im_start|> system \n (3), "You are a helpful AI assistant named SmolLM, trained by Hugging Face" (16),

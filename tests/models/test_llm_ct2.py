@@ -21,6 +21,7 @@ from builders.models.llm import (
     generate_cached,
     make_llm,
 )
+from builders.models.llm import converted as converted_mod
 from builders.models.llm import ct2 as ct2_mod
 from builders.models.request_cache import RequestCache
 
@@ -72,7 +73,7 @@ def test_conversion_cache_keyed_reused_and_atomic(tmp_path):
     other = ct2_mod.converted_model_dir(gguf, cache, "float32", conv)  # another quantization: another key
     assert other != first and conv.calls == 2
     gguf.write_bytes(b"GGUF two")  # new contents, same size: a new key (the in-process memo is cleared: same mtime)
-    ct2_mod._SHA_MEMO.clear()
+    converted_mod._SHA_MEMO.clear()
     assert ct2_mod.converted_model_dir(gguf, cache, "int8", conv) not in (first, other) and conv.calls == 3
 
 

