@@ -106,10 +106,11 @@ def _loaded(folder: Path, device: str) -> Any:
 
 
 class SmolLM2Backend:
-    """SmolLM2-135M-Instruct through transformers (``gguf_file=``, fp32), greedy, batched with left padding.
+    """SmolLM2-135M-Instruct through transformers (the GGUF dequantised to fp32), greedy, batched with left padding.
 
     ``settings.model_path`` may name another ``.gguf`` file (recorded by file name). The model loads on first use,
-    from its converted folder (:func:`hf_model_dir`; the first use on a machine converts it: about 20 s on 2 cores). Batched greedy outputs were checked equal to one-at-a-time outputs
+    from its converted folder under ``cache_dir`` (default: the model cache; :func:`hf_model_dir`: the first use on a
+    machine converts it, about 20 s on 2 cores). Batched greedy outputs were checked equal to one-at-a-time outputs
     (tests/models/test_llm.py); a request whose prompt exceeds :meth:`context_budget` gets a per-request error.
     """
 
