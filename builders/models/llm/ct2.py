@@ -46,7 +46,7 @@ from typing import Any
 
 from .backend import LLMRequest, LLMResult, LLMSettings, _format_key
 from .converted import COMPLETE, converted_folder, file_sha256, folder_is_complete
-from .smollm2 import SmolLM2Backend, _cut_at_stop, _eos_ids
+from .smollm2 import SmolLM2Backend, _cut_at_stop, _eos_ids, hf_model_dir
 
 #: bump when the conversion recipe changes (part of the cache key)
 CONVERT_VERSION = "1"
@@ -76,16 +76,19 @@ def is_complete(folder: Path, key: dict[str, str]) -> bool:
 
 
 def convert_gguf(gguf: Path, out_dir: Path, quantization: str) -> dict:
-    """The conversion itself: transformers loads the GGUF (dequantised to fp32), its config and tokenizer are saved to
-    a temp folder (what ``TransformersConverter`` reads them from), and the converter is handed the loaded model
-    instead of loading weights again; it writes the CTranslate2 model into ``out_dir``. Returns what the backend
-    needs besides the model: the end-of-sequence ids of the transformers backend (:func:`.smollm2._eos_ids`)."""
+    """The conversion itself: transformers loads the GGUF's dequantised fp32 weights and tokenizer (from the
+    transformers folder the ``smollm2`` backend keeps, :func:`.smollm2.hf_model_dir`: the same tensors, read in well
+    under a second), its config and tokenizer are saved to a temp folder (what ``TransformersConverter`` reads them
+    from), and the converter is handed the loaded model instead of loading weights again; it writes the CTranslate2
+    model into ``out_dir``. Returns what the backend needs besides the model: the end-of-sequence ids of the
+    transformers backend (:func:`.smollm2._eos_ids`)."""
     import torch
     from ctranslate2.converters import TransformersConverter
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    folder = hf_model_dir(gguf)
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
     eos = sorted(_eos_ids(tok, model))
     # the weights are already dequantised fp32 tensors: the GGUF marker would make the converter refuse them
     if hasattr(model.config, "quantization_config"):
