@@ -149,8 +149,16 @@ def _as_features(by_config: Mapping[str, Any]) -> Mapping[str, Any]:
         return by_config
     from datasets import Features, Value
 
-    return {c: Features({k: Value(v) if isinstance(v, str) else v for k, v in f.items()}) if c in plain else f
-            for c, f in by_config.items()}
+    def value(c: str, k: str, dtype: Any) -> Any:
+        if not isinstance(dtype, str):
+            return dtype
+        try:
+            return Value(dtype)
+        except ValueError as e:
+            raise ValueError(f"release features: config {c!r}, field {k!r}: {dtype!r} is not a dtype name "
+                             "(string, int32, float64, bool, ...)") from e
+
+    return {c: Features({k: value(c, k, v) for k, v in f.items()}) if c in plain else f for c, f in by_config.items()}
 
 
 def _value(x: Any) -> Any:

@@ -216,3 +216,12 @@ def test_guided_requests_go_to_transformers(ct2_cache, monkeypatch):
     assert backend.info()["guided_runtime"] == "transformers"
     with pytest.raises(ValueError, match="JSON schema"):
         backend.generate([req(2, "x", json_schema={"type": "object"})])
+
+
+def test_an_unwritable_model_cache_is_named(tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file, not a folder")
+    with pytest.raises(OSError, match=r"cannot write the model cache .*PROCVID_MODEL_CACHE"):
+        converted_mod.converted_folder(gguf, blocker, "sub", {"k": "v"}, ("model.bin",), lambda out: {})

@@ -72,3 +72,14 @@ def test_rows_of_a_config_without_features_are_an_error(tmp_path):
     spec.rows = {**spec.rows, "other": {"train": lambda: iter(())}}
     with pytest.raises(ValueError, match=r"config\(s\) \['other'\] that have no features"):
         write_release(result, ToyConfig(), tmp_path / "out" / "toy", dict(INFO), spec)
+
+
+def test_features_given_as_dtype_names_are_datasets_values_and_a_bad_name_is_named(tmp_path):
+    from datasets import Features, Value
+
+    spec = ReleaseSpec(corpus="toy", features={"items": {"id": "int64", "text": "string"}}, rows={})
+    assert spec.feature_map() == {"items": Features({"id": Value("int64"), "text": Value("string")})}
+    assert spec.card_template.name == "default.md" and spec.card_template.is_file()
+    bad = ReleaseSpec(corpus="toy", features={"items": {"id": "int64", "text": "strng"}}, rows={})
+    with pytest.raises(ValueError, match=r"config 'items', field 'text': 'strng' is not a dtype name"):
+        bad.feature_map()

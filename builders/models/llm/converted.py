@@ -67,8 +67,12 @@ def converted_folder(source: Path, root: Path, subdir: str, key: dict[str, str],
     target = root / subdir / f"{source.stem}-{key_digest(key)[:16]}"
     if folder_is_complete(target, key, required):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write the model cache {target.parent} ({e.strerror}): set "
+                               "PROCVID_MODEL_CACHE to a writable folder") from e
     try:
         t0 = time.perf_counter()
         model = tmp / "model"

@@ -15,7 +15,7 @@ from builders.core.records import Out
 from builders.core.runners import STEP_ERROR, ExecPolicy, _process_isolated
 from builders.corpora.howtostep import grounding
 from builders.corpora.howtostep.features import load_row_features
-from builders.corpora.howtostep.grounding import Stage2, _drop_step, _t_eff
+from builders.corpora.howtostep.grounding import Stage2, _t_eff
 from builders.nasva.infer import Grounder
 from builders.nasva.train import NasvaTrainConfig, train
 
@@ -35,30 +35,16 @@ def _torch_threads():
 
 
 class PerVideoStage2(Stage2):
-    """Stage 2 as it was before issue 24: one ``Grounder.matrices`` call per video (the reference)."""
+    """Stage 2 as it was before issue 24: one ``Grounder.matrices`` call per video (the reference); the rest of
+    ``process`` (timestamps, drops, the kept row) is Stage 2's own."""
 
-    def process(self, rows, out):
-        from builders.ops.step_timestamps import stage2_timestamps
-
-        eps, anchor, delta = self.epsilon2, self.anchor, self.delta_sec
+    def _matrices(self, rows):
+        mats = []
         for r in rows:
-            T = _t_eff(r, self.max_vlen)
             g = self.grounder(r["labeler"]["checkpoint"], r["labeler"]["text_cache"])
-            steps = r["steps"]
-            feats = load_row_features(r, self.visual_dim)[:T]
-            A = g.matrices([(feats, [s["text"] for s in steps])], mode="step", max_rows=self.max_vlen)[0]
-            res = stage2_timestamps(A, eps2=eps, anchor=anchor, delta=delta or 0.0, zeta=self.zeta)
-            drops = [d for d in r["dropped_steps"] if not d["stage"].startswith("stage2")]
-            kept = []
-            for k, s in enumerate(steps):
-                if res.keep[k]:
-                    kept.append({**s, "start": float(res.start[k]), "end": float(res.end[k]),
-                                 "score": float(res.score[k])})
-                else:
-                    _drop_step(drops, s, self.name, "stage2_below_eps2", res.score[k])
-                    out.count("stage2_below_eps2")
-            out.keep({**r, "grounded_steps": kept, "dropped_steps": drops, "anchor": anchor,
-                      "labeler_sha256": r["labeler"]["sha256"]})
+            feats = load_row_features(r, self.visual_dim)[:_t_eff(r, self.max_vlen)]
+            mats.append(g.matrices([(feats, [s["text"] for s in r["steps"]])], mode="step", max_rows=self.max_vlen)[0])
+        return mats
 
 
 @pytest.fixture(scope="module")
