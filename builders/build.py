@@ -77,7 +77,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_limit_arguments(h, prefix="push-")   # --push-timeout, --push-deadline: builders.publish's defaults
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. ``only``: the corpus being built; the other corpora's modules are then not imported (their
+    sub-commands keep only the build options), which saves a rebuild about 0.2 s of imports."""
     parser = argparse.ArgumentParser(
         prog="python -m builders.build",
         description="Build a corpus release from raw inputs (the bundled sample when no input is given).",
@@ -86,7 +88,7 @@ def make_parser() -> argparse.ArgumentParser:
     for name in CORPORA:
         p = sub.add_parser(name, help=DESCRIPTIONS[name], description=DESCRIPTIONS[name])
         _common(p)
-        if CORPORA[name] is not None:
+        if CORPORA[name] is not None and only in (None, name):
             load_corpus(name).add_arguments(p)
     return parser
 
@@ -124,7 +126,8 @@ def failure(exc: BaseException) -> tuple[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = make_parser(only=words[0] if words and words[0] in CORPORA else None).parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return _main(args)

@@ -315,7 +315,8 @@ def format_summary(name: str, result: BuildResult, release: dict[str, dict[str, 
                    + ", ".join(f"{k}: {v}" for k, v in sorted(counters.items())))
     work = result.this_build()
     fits = f"; global stages fitted: {', '.join(work['fits_ran'])}" if work["fits_ran"] else ""
-    out.append(f"this build: {work['shards_computed']} shard(s) computed, {work['shards_reused']} reused{fits}; "
+    rows = f" ({work['rows_reused']} of their rows reused)" if work.get("rows_reused") else ""
+    out.append(f"this build: {work['shards_computed']} shard(s) computed{rows}, {work['shards_reused']} reused{fits}; "
                + (", ".join(f"{k}: {v}" for k, v in work["counters"].items()) or "no counter fired"))
     out.append("release: " + "; ".join(f"{c} " + ", ".join(f"{s}={n}" for s, n in sp.items())
                                        for c, sp in release.items()))

@@ -54,6 +54,8 @@ class StepStats:
     fit: str = ""                 # global stage: "ran" or "cached"
     #: counters of the shards computed in this run only (``counters`` also holds those replayed from cached shards)
     counters_this_build: Counter = field(default_factory=Counter)
+    #: rows of the shards computed in this run that were reused from the shard's previous computation (row-wise steps)
+    rows_reused: int = 0
 
     @property
     def computed_shards(self) -> int:
@@ -74,6 +76,8 @@ class StepStats:
              "shards": self.shards, "cached_shards": self.cached_shards,
              "computed_shards": self.computed_shards,
              "counters_this_build": dict(sorted(self.counters_this_build.items()))}
+        if self.rows_reused:
+            d["rows_reused"] = self.rows_reused
         if self.added:
             d["added"] = self.added
         if self.fit:
@@ -120,13 +124,15 @@ class BuildResult:
         return c
 
     def this_build(self) -> dict[str, Any]:
-        """The work this run did, apart from what it reused: shards computed and reused, global stages fitted and
-        reused, and the counters of the computed shards only (``llm_requests`` here means requests sent now)."""
+        """The work this run did, apart from what it reused: shards computed and reused, rows of computed shards
+        reused (row-wise steps), global stages fitted and reused, and the counters of the rows computed now only
+        (``llm_requests`` here means requests sent now)."""
         counters: Counter = Counter()
         for s in self.steps.values():
             counters.update(s.counters_this_build)
         return {"shards_computed": sum(s.computed_shards for s in self.steps.values()),
                 "shards_reused": sum(s.cached_shards for s in self.steps.values()),
+                "rows_reused": sum(s.rows_reused for s in self.steps.values()),
                 "fits_ran": sorted(k for k, s in self.steps.items() if s.fit == "ran"),
                 "fits_reused": sorted(k for k, s in self.steps.items() if s.fit == "cached"),
                 "counters": dict(sorted(counters.items()))}
@@ -374,7 +380,9 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
                     stats_of[k].cached_shards += int(cached)
                     if not cached:
                         stats_of[k].wall_seconds += float(s.get("seconds", 0.0))
-                        stats_of[k].counters_this_build.update(s.get("counters", {}))
+                        # a redone row-wise shard replays its reused rows' counters: count only the rows computed
+                        stats_of[k].counters_this_build.update(s.get("counters_computed", s.get("counters", {})))
+                        stats_of[k].rows_reused += int(s.get("rows_reused", 0))
                     _bar.update(1)
 
                 def fail(k: int, i: int, why: str) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 Row = dict[str, Any]
 
 DROP_FIELDS = ("item_id", "stage", "reason", "detail")
+#: the drop reason of a row whose step raised a data error (the runners isolate it: docs/reason-codes.md)
+STEP_ERROR = "step_error"
 MAX_DETAIL_CHARS = 500
 
 

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import ShardUnfinished, describe, is_transient
-from .records import Out
+from .records import STEP_ERROR, Out
+from .row_reuse import process_row_wise
 from .shards import read_rows, read_stats, work_shard_name, write_shard
 from .step import FitInputs, Step
 
-STEP_ERROR = "step_error"
+__all__ = ["STEP_ERROR", "ExecPolicy", "LocalRunner", "RayRunner", "StageTask", "gpu_workers", "make_runner", "run_shard",
+           "shard_is_done", "visible_gpus"]
 
 
 @dataclass(frozen=True)
@@ -150,11 +152,15 @@ def run_shard(task: StageTask, i: int) -> dict[str, Any]:
     input_digest = read_stats(task.in_dir, i).get("digest", "")
     rows = read_rows(task.in_dir, i)
     item_digest = task.item_digest(rows)
-    out = Out(step.name)
-    _process_isolated(step, rows, out, task.policy, i)
+    extra: dict[str, Any] = {}
+    if step.row_wise and not step.fan_out:  # rows whose content did not change are reused (core/row_reuse.py)
+        out, extra = process_row_wise(task, rows, i, _call)
+    else:
+        out = Out(step.name)
+        _process_isolated(step, rows, out, task.policy, i)
     added = _check_accounting(step, rows, out, i)
     stats = {"rows_in": len(rows), "kept": len(out.rows), "dropped": dict(Counter(d.reason for d in out.drops)),
-             "counters": dict(out.counters), "seconds": round(time.perf_counter() - t0, 4)}
+             "counters": dict(out.counters), "seconds": round(time.perf_counter() - t0, 4), **extra}
     if added:
         stats["added"] = added
     if task.state_key:

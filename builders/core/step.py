@@ -178,6 +178,11 @@ class Step(_Parametrised):
     #: a fan-out step's kept rows name their input row in this field (default: ``id_field``)
     parent_field: ClassVar[str | None] = None
     id_field: ClassVar[str] = "id"
+    #: each input row's kept rows, drops and counters depend on that row alone (its content, its per-item inputs),
+    #: the parameters and the fitted state, and ``process`` treats its rows one by one: a redone shard then reuses
+    #: the outputs of its unchanged rows (builders/core/row_reuse.py). Declare it on steps whose rows are costly
+    #: (language detection, sentencification); not for fan-out steps or steps that batch rows through a model
+    row_wise: ClassVar[bool] = False
     #: the row contract: fields read from the input rows and fields the kept rows gain (name -> type; ``Any`` when
     #: loose); None = not declared (the check is skipped from there on)
     reads: ClassVar[Mapping[str, Any] | None] = None

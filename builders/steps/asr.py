@@ -116,6 +116,9 @@ class Transcribe(ASRStep):
     name = "transcribe"
     version = "1"
     id_field = "video_id"
+    #: a video's transcript depends on its own transcript slice and media file: a redone shard reads (or decodes and
+    #: transcribes) only the videos whose inputs changed
+    row_wise = True
     reads = {"video_id": str}
     writes = {"duration": Any, "transcript_source": str, "asr_model": str, "language": str, "segments": list,
               "words": Any}

@@ -87,3 +87,77 @@ def test_as_english_check_of_the_flow():
     assert (result.reason, result.detail) == ("not_english", "(a) on the sentences: langdetect mean P(en) 0.000")
     result = narrations_from_transcript("segments", english, english_check=check)
     assert result.reason is None and len(result.sentences) == 7
+
+
+# ------------------------------------------------------------------ the converted profile table
+def _langdetect_probs(detect, text: str):
+    from langdetect.lang_detect_exception import LangDetectException
+
+    try:
+        return [(lang.lang, lang.prob) for lang in detect(text)]
+    except LangDetectException as e:
+        return repr(e)
+
+
+def test_the_profile_table_gives_langdetects_own_probabilities(tmp_path, monkeypatch):
+    """Bit-identical to ``langdetect.detect_langs`` on real captions (the bundled Sieve & Swap sample), the texts above
+    and mixed-language word salads."""
+    import json
+    from pathlib import Path
+
+    import langdetect
+    from langdetect import DetectorFactory
+    from langdetect.detector import Detector
+
+    from builders.models import language
+
+    monkeypatch.setenv("PROCVID_MODEL_CACHE", str(tmp_path / "models"))
+    table = language.profile_table()
+    assert table.is_file() and table.is_relative_to(tmp_path / "models" / "langdetect")
+    factory = language._table_factory(table)
+    DetectorFactory.seed = 0
+
+    def ours(text):
+        d = Detector(factory)
+        d.append(text)
+        return d.get_probabilities()
+
+    caps = json.loads((Path(language.__file__).parents[1] / "samples" / "sieve_swap" / "raw_caption.json").read_text())
+    texts = [str(t) for v in caps.values() for t in v["text"]][:400] + ENGLISH + GERMAN + SPANISH
+    rng = random.Random(0)
+    words = " ".join(ENGLISH + GERMAN + SPANISH).split() + ["1", "2", "!", "ok"]
+    texts += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(200)]
+    for text in texts:
+        assert _langdetect_probs(ours, text) == _langdetect_probs(langdetect.detect_langs, text), text
+
+
+def test_the_table_is_converted_once_and_then_read_without_the_profiles(tmp_path, monkeypatch):
+    from langdetect import DetectorFactory
+
+    from builders.models import language
+
+    monkeypatch.setenv("PROCVID_MODEL_CACHE", str(tmp_path / "models"))
+    first = language.profile_table()
+
+    def no_json_profiles(self, directory):
+        raise AssertionError("the JSON profiles were read again")
+
+    monkeypatch.setattr(DetectorFactory, "load_profile", no_json_profiles)
+    assert language.profile_table() == first
+    monkeypatch.setattr(language, "_detect_langs", language._detect_langs.__wrapped__)
+    assert tan_language_filter(ENGLISH)[0] is True and tan_language_filter(GERMAN)[0] is False
+
+
+def test_an_unwritable_model_cache_falls_back_to_langdetects_loader(tmp_path, monkeypatch, caplog):
+    from builders.models import language
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("PROCVID_MODEL_CACHE", str(blocked / "models"))
+    monkeypatch.setattr(language, "_detect_langs", language._detect_langs.__wrapped__)
+    with caplog.at_level("WARNING", logger="builders.models.language"):
+        detect = language._detect_langs()
+    assert "PROCVID_MODEL_CACHE" in caplog.text
+    import langdetect
+
+    assert detect is langdetect.detect_langs

@@ -462,3 +462,45 @@ def test_replay_backend_keeps_its_outputs_on_disk_and_survives_pickling(tmp_path
         f.write(json.dumps({"video_id": "v7", "chunk_index": 0, "raw_output": "something else"}) + "\n")
     with pytest.raises(ValueError, match="two different recorded outputs for video v7 chunk 0"):
         ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))
+
+
+def test_the_replay_index_is_kept_for_the_next_build_and_rebuilt_when_the_source_changes(tmp_path, monkeypatch):
+    """A source older than two seconds is indexed once and its index kept in the model cache: a new process (here:
+    the in-process memo cleared) opens it without reading the source; an edited source is indexed again and the
+    superseded index removed. A source written just now is indexed in the temp folder only."""
+    import json
+    import os
+
+    from builders.models.llm import LLMRequest, LLMSettings, ReplayBackend
+    from builders.models.llm import replay
+
+    monkeypatch.setenv("PROCVID_MODEL_CACHE", str(tmp_path / "models"))
+    src = tmp_path / "replay.jsonl"
+    src.write_text("".join(json.dumps({"video_id": f"v{i}", "chunk_index": 0, "raw_output": f"1. step {i}"}) + "\n"
+                           for i in range(5)), encoding="utf-8")
+    ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))
+    assert not (tmp_path / "models" / "replay-index").exists() or not list(
+        (tmp_path / "models" / "replay-index").glob("*.sqlite"))      # just written: not kept
+    os.utime(src, (1_700_000_000, 1_700_000_000))
+    first = ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))
+    (kept,) = (tmp_path / "models" / "replay-index").glob("*.sqlite")
+
+    def no_reading(path):
+        raise AssertionError("the source was read again")
+
+    monkeypatch.setattr(replay, "_OPENED", {})
+    monkeypatch.setattr(replay, "iter_replay_source", no_reading)
+    again = ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))
+    req = LLMRequest(request_id="r", video_id="v3", chunk_index=0, prompt_id="p", messages=[])
+    assert again.generate([req])[0].text == "1. step 3"
+    assert (again.digest, again.records) == (first.digest, first.records) == (first.digest, 5)
+    monkeypatch.undo()
+
+    monkeypatch.setenv("PROCVID_MODEL_CACHE", str(tmp_path / "models"))
+    with src.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"video_id": "v9", "chunk_index": 0, "raw_output": "1. new"}) + "\n")
+    os.utime(src, (1_700_000_100, 1_700_000_100))
+    edited = ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))
+    assert edited.records == 6 and edited.digest != first.digest
+    (now,) = (tmp_path / "models" / "replay-index").glob("*.sqlite")
+    assert now != kept and not kept.exists()

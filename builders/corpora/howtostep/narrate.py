@@ -41,6 +41,8 @@ class Narrations(Step):
     reads = {"video_id": str, "language": str, "segments": list, "words": Any, "transcript_source": str}
     writes = {"language": str, "sentencify_mode": str, "narrations": list}
     removes = ("segments", "words")
+    #: a video's narrations depend on its transcript alone: an edited shard redoes only the videos that changed
+    row_wise = True
 
     seed: int
     min_narrations: int

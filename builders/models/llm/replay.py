@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,11 +107,130 @@ def check_replay_source(path: str | Path) -> int:
     return sum(1 for _ in iter_replay_source(path))
 
 
-def _drop_index(con: Any, db: str) -> None:
-    with contextlib.suppress(Exception):
-        con.close()
+#: bump when the index's layout changes (part of its key)
+INDEX_VERSION = "1"
+#: a source modified this recently may still be written to: its index is not kept for other processes
+_RACY_NS = 2_000_000_000
+#: the indexes this process opened: source identity -> (index file, digest, records)
+_OPENED: dict[str, tuple[str, str, int]] = {}
+
+
+def _source_identity(path: Path) -> tuple[str, bool]:
+    """A key of the source's files as they are now (path, size, mtime, inode) and whether one was modified in the
+    last two seconds (then it is not trusted across processes)."""
+    files = [path] if path.is_file() else _parquet_files(path)
+    now, racy, parts = time.time_ns(), False, []
+    for f in files:
+        st = f.stat()
+        parts.append([str(f.resolve()), st.st_size, st.st_mtime_ns, st.st_ino])
+        racy = racy or now - st.st_mtime_ns < _RACY_NS
+    return hashlib.sha256(json.dumps([INDEX_VERSION, parts]).encode("utf-8")).hexdigest(), racy
+
+
+def _index_dir() -> Path:
+    from ..text_encoder import model_cache_dir
+
+    return model_cache_dir() / "replay-index"
+
+
+def _meta(db: Path) -> tuple[str, str, int, str] | None:
+    """(key, digest, records, source) of a kept index; None when it is unreadable."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT key, digest, records, source FROM meta").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return (row[0], row[1], int(row[2]), row[3]) if row else None
+
+
+def _read_meta(db: Path, key: str) -> tuple[str, int] | None:
+    """(digest, records) of a kept index built for ``key``; None when there is none or it is unreadable."""
+    meta = _meta(db) if db.is_file() else None
+    return (meta[1], meta[2]) if meta and meta[0] == key else None
+
+
+def _drop_superseded(kept: Path, source: Path) -> None:
+    """Remove the kept indexes of earlier versions of ``source`` (the cache holds one index a source)."""
+    for other in kept.parent.glob("*.sqlite"):
+        meta = _meta(other) if other != kept else None
+        if meta is not None and meta[3] == str(source.resolve()):
+            _remove(str(other))
+
+
+def _remove(path: str) -> None:
     with contextlib.suppress(OSError):
-        os.unlink(db)
+        os.unlink(path)
+
+
+def _build_index(source: Path, db: str, key: str) -> tuple[str, int]:
+    """Index every record of ``source`` into the SQLite file ``db`` (two different outputs for one request raise
+    ``ValueError``); returns the content digest of the records (sorted) and their number."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        con.execute("PRAGMA journal_mode=OFF")
+        con.execute("PRAGMA synchronous=OFF")
+        con.execute("CREATE TABLE outputs (video_id TEXT, location TEXT, raw TEXT, prompt_id TEXT, finish TEXT, "
+                    "PRIMARY KEY (video_id, location))")
+        for k, value in iter_replay_source(source):
+            cur = con.execute("INSERT OR IGNORE INTO outputs VALUES (?, ?, ?, ?, ?)", (*k, *value))
+            if not cur.rowcount and ReplayBackend._lookup(con, k) != value:
+                raise _duplicate(source, k)
+        digest = hashlib.sha256()
+        records = 0
+        for vid, loc, raw, pid, fin in con.execute("SELECT * FROM outputs ORDER BY video_id, location"):
+            digest.update(json.dumps([[vid, loc], [raw, pid, fin]], ensure_ascii=False).encode("utf-8") + b"\n")
+            records += 1
+        con.execute("CREATE TABLE meta (key TEXT, digest TEXT, records INTEGER, source TEXT)")
+        con.execute("INSERT INTO meta VALUES (?, ?, ?, ?)", (key, digest.hexdigest(), records,
+                                                            str(source.resolve())))
+        con.commit()
+    finally:
+        con.close()
+    return digest.hexdigest(), records
+
+
+def open_index(source: Path) -> tuple[str, str, int]:
+    """The index of a replay source as ``(SQLite file, digest, records)``: built once per process, and kept in the
+    model cache (``replay-index/``, keyed by the source files' identity) for the next build, unless the source was
+    modified in the last two seconds or the cache cannot be written (then in the temp folder, removed at exit)."""
+    import atexit
+    import tempfile
+
+    key, racy = _source_identity(source)
+    if key in _OPENED and Path(_OPENED[key][0]).is_file():
+        return _OPENED[key]
+    kept = None
+    if not racy:
+        with contextlib.suppress(OSError):
+            kept = _index_dir() / f"{key[:32]}.sqlite"
+            meta = _read_meta(kept, key)
+            if meta is not None:
+                _OPENED[key] = (str(kept), *meta)
+                return _OPENED[key]
+            kept.parent.mkdir(parents=True, exist_ok=True)
+    folder = kept.parent if kept is not None and kept.parent.is_dir() else None
+    fd, db = tempfile.mkstemp(prefix=".procvid-replay-", suffix=".sqlite", dir=folder)
+    os.close(fd)
+    try:
+        digest, records = _build_index(source, db, key)
+    except BaseException:
+        _remove(db)
+        raise
+    if folder is not None and kept is not None:
+        os.replace(db, kept)
+        db = str(kept)
+        _drop_superseded(kept, source)
+    else:
+        atexit.register(_remove, db)
+    _OPENED[key] = (db, digest, records)
+    return _OPENED[key]
 
 
 class ReplayBackend:
@@ -133,32 +253,13 @@ class ReplayBackend:
         self._open()
 
     def _open(self) -> None:
-        """Index the source in a SQLite file in the temp folder (removed with the backend): memory does not grow with
-        the recorded outputs (a 20,000-video replay held ~100 MB as a dict, twice while it was hashed)."""
+        """Open the source's SQLite index (:func:`open_index`, built once per process and kept for the next build):
+        memory does not grow with the recorded outputs (a 20,000-video replay held ~100 MB as a dict), and a build
+        no longer re-reads the whole source in each of the stages and the release that open the backend."""
         import sqlite3
-        import tempfile
-        import weakref
 
-        fd, db = tempfile.mkstemp(prefix="procvid-replay-", suffix=".sqlite")
-        os.close(fd)
-        con = sqlite3.connect(db, check_same_thread=False)
-        weakref.finalize(self, _drop_index, con, db)
-        con.execute("PRAGMA journal_mode=OFF")
-        con.execute("PRAGMA synchronous=OFF")
-        con.execute("CREATE TABLE outputs (video_id TEXT, location TEXT, raw TEXT, prompt_id TEXT, finish TEXT, "
-                    "PRIMARY KEY (video_id, location))")
-        for key, value in iter_replay_source(self.path):
-            cur = con.execute("INSERT OR IGNORE INTO outputs VALUES (?, ?, ?, ?, ?)", (*key, *value))
-            if not cur.rowcount and self._lookup(con, key) != value:
-                raise _duplicate(self.path, key)
-        con.commit()
-        digest = hashlib.sha256()
-        self.records = 0
-        for vid, loc, raw, pid, fin in con.execute("SELECT * FROM outputs ORDER BY video_id, location"):
-            digest.update(json.dumps([[vid, loc], [raw, pid, fin]], ensure_ascii=False).encode("utf-8") + b"\n")
-            self.records += 1
-        self.digest = digest.hexdigest()
-        self._con = con
+        db, self.digest, self.records = open_index(self.path)
+        self._con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
 
     @staticmethod
     def _lookup(con: Any, key: tuple[str, str]) -> tuple[str | None, str | None, str | None]:
