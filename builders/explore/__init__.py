@@ -19,13 +19,17 @@ DOM as text nodes only; the jinja2 template autoescapes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._release import Release
+
+if TYPE_CHECKING:
+    from .reuse import ItemReuse
 
 __all__ = ["CORPORA", "DEFAULT_VIDEOS", "detect_corpus", "render_explorer", "write_explorer"]
 
@@ -36,6 +40,8 @@ _TITLES = {"howtostep": "HowToStep explorer", "showhowto": "ShowHowTo explorer",
            "marc": "MARC explorer"}
 #: bytes of embedded data at most: items past it are left out (the page stays under 5 MB, whatever the texts)
 DATA_BUDGET = 4_500_000
+#: the views that take items from an earlier page (``builders.explore.reuse``; their ``collect`` takes ``reuse``)
+_REUSES = {"howtostep"}
 #: the config that identifies a corpus when neither stats.json nor manifest.json names it (a bare Hub snapshot)
 _SIGNATURE = (("howtostep", "steps"), ("showhowto", "sequences"), ("sieve_swap", "raw_asr"),
               ("marc", "pairwise_text_text"), ("marc", "pairwise_text_video"), ("marc", "recipes"))
@@ -79,17 +85,57 @@ def _asset(name: str) -> str:
 
 def _within(items: list[dict[str, Any]], budget: int, encode: Callable[[Any], str]) -> tuple[list[Any], int]:
     """The leading ``items`` whose JSON fits in ``budget`` bytes, and how many were left out."""
+    kept, _, left = _within_encoded(items, budget, encode)
+    return kept, left
+
+
+def _within_encoded(items: list[Any], budget: int, encode: Callable[[Any], str]
+                    ) -> tuple[list[Any], list[str], int]:
+    """``_within``, with the encoded JSON of the items kept (each item is encoded once; an ``Encoded`` item is its
+    text already)."""
+    from .reuse import Encoded
+
     used = 0
+    texts: list[str] = []
     for k, item in enumerate(items):
-        used += len(encode(item).encode("utf-8")) + 1
+        text = item.json if isinstance(item, Encoded) else encode(item)
+        used += len(text.encode("utf-8")) + 1
         if used > budget and k:
-            return items[:k], len(items) - k
-    return items, 0
+            return items[:k], texts, len(items) - k
+        texts.append(text)
+    return items, texts, 0
+
+
+def _payload_json(payload: dict[str, Any], items_json: list[str]) -> str:
+    """``json_for_script(payload)`` from the items' own ``json_for_script`` texts: the items are not encoded twice.
+    ``items`` must be the payload's first key (the JSON then opens with ``{"items":[``); the escaping of
+    ``json_for_script`` works character by character, so the joined texts are the text of the joined items."""
+    from .common import json_for_script
+
+    if next(iter(payload), None) != "items":
+        return json_for_script(payload)
+    rest = json_for_script({**payload, "items": []})
+    head = '{"items":[]'
+    if not rest.startswith(head):  # pragma: no cover - json.dumps writes the first key first
+        return json_for_script(payload)
+    return '{"items":[' + ",".join(items_json) + "]" + rest[len(head):]
+
+
+def _template_cache(directory: Path) -> Any:
+    """jinja2's bytecode cache in ``directory``, for which a failed write (a full disk) is no error: only a cache."""
+    import jinja2
+
+    class TemplateCache(jinja2.FileSystemBytecodeCache):
+        def dump_bytecode(self, bucket: Any) -> None:
+            with contextlib.suppress(OSError):
+                super().dump_bytecode(bucket)
+
+    return TemplateCache(str(directory), "explore-%s.jinja")
 
 
 def render_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None, videos: int = DEFAULT_VIDEOS,
                     seed: int = 0, media: str | os.PathLike | None = None, page_dir: str | os.PathLike | None = None,
-                    manifest: dict[str, Any] | None = None) -> str:
+                    manifest: dict[str, Any] | None = None, reuse: ItemReuse | None = None) -> str:
     """The explorer page of a release as an HTML string (see ``write_explorer``); ``page_dir`` is the folder the page
     will live in (links to ``report.html`` and ``README.md`` are made relative to it)."""
     import jinja2
@@ -101,8 +147,16 @@ def render_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None
     corpus = corpus or detect_corpus(rel)
     collect = _collector(corpus)
     kw: dict[str, Any] = {"media": media} if corpus == "showhowto" and media is not None else {}
+    if reuse is not None and corpus in _REUSES:
+        kw["reuse"] = reuse
     payload = collect(rel, max(0, int(videos)), int(seed), **kw)
-    payload["items"], payload["over_budget"] = _within(payload["items"], DATA_BUDGET, json_for_script)
+    payload["items"], items_json, payload["over_budget"] = _within_encoded(payload["items"], DATA_BUDGET,
+                                                                           json_for_script)
+    if "reuse" in kw:
+        from .reuse import Encoded
+
+        reuse.save([(item.id if isinstance(item, Encoded) else item.get("id"), text)
+                    for item, text in zip(payload["items"], items_json)])
     main = [c for c in payload.get("main_config", "").split(",") if c]
     rows = {c: rel.num_rows(c) for c in rel.configs()}
     total = sum(n for c in main for n in rows.get(c, {}).values())
@@ -112,19 +166,22 @@ def render_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None
     def href(name: str) -> str:
         return Path(os.path.relpath(rel.root / name, page_dir)).as_posix()
 
+    # with a release cache (``reuse``) the compiled template is kept beside the item record (jinja2 checks the
+    # template's source before it uses it)
+    cache = _template_cache(reuse.record.parent) if reuse is not None and reuse.record.parent.is_dir() else None
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, bytecode_cache=cache)
     return env.get_template("explore.html.j2").render(
         title=_TITLES[corpus], corpus=corpus, unit=payload.get("unit", "item"), shown=len(payload["items"]),
         total=total, seed=int(seed), over_budget=payload["over_budget"], rows=rows,
         report_href=href("report.html"), card_href=href("README.md"),
-        css=Markup(_asset("explore.css")), data_json=Markup(json_for_script(payload)),
+        css=Markup(_asset("explore.css")), data_json=Markup(_payload_json(payload, items_json)),
         scripts=[Markup(_asset(f"{corpus}.js")), Markup(_asset("explore.js"))])
 
 
 def write_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None, videos: int = DEFAULT_VIDEOS,
                    seed: int = 0, media: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-                   manifest: dict[str, Any] | None = None) -> Path:
+                   manifest: dict[str, Any] | None = None, reuse: ItemReuse | None = None) -> Path:
     """Write ``explore.html`` into ``release_dir`` (or at ``out``) and return its path.
 
     Reads only the release folder: ``videos`` items (videos, sequences or recipe pairs) sampled deterministically by
@@ -132,12 +189,13 @@ def write_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None,
     names; ``media`` (showhowto) is a folder of ``<video_id>.<mp4|webm|mkv>`` to cut keyframe thumbnails from when the
     release has no ``images`` config. ``manifest`` stands for ``manifest.json`` when the release flow has not
     written it yet (its ``config`` and ``inputs`` are read). The file is written under a hidden temporary name and
-    renamed into place.
+    renamed into place. ``reuse`` (the release flow's, ``builders.explore.reuse``) takes the items whose rows did not
+    change from the page an earlier build wrote (views that support it: ``howtostep``); the page is the same.
     """
     release_dir = Path(release_dir)
     path = Path(out) if out is not None else release_dir / "explore.html"
     text = render_explorer(release_dir, corpus=corpus, videos=videos, seed=seed, media=media, page_dir=path.parent,
-                           manifest=manifest)
+                           manifest=manifest, reuse=reuse)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp"
     tmp.write_text(text, encoding="utf-8")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PER_GROUP", "Group", "Release", "stable_hash"]
+__all__ = ["PER_GROUP", "Group", "Pick", "Release", "stable_hash"]
 
 #: rows taken from one row group of a sampled config at most (spreads a sample over the corpus)
 PER_GROUP = 25
@@ -40,6 +40,15 @@ class Group:
     path: Path
     index: int
     num_rows: int
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One row a sample takes: its row group, its position in the group and its id."""
+
+    group: Group
+    row: int
+    id: Any
 
 
 class Release:
@@ -145,37 +154,51 @@ class Release:
         ``ceil(n / per_group)`` row groups. Every row gets ``_config`` and ``_split``. The result is sorted by
         (config, split, id), so the same release, ``n`` and ``seed`` always give the same rows in the same order.
         """
+        return self.read_picks(self.sample_picks(configs, id_column, n, seed, per_group), id_column, columns)
+
+    def sample_picks(self, configs: Iterable[str], id_column: str, n: int, seed: int = 0,
+                     per_group: int = PER_GROUP) -> list[Pick]:
+        """The rows ``sample`` takes, in its order, as ``Pick``s (group, position, id): only the id columns are
+        read."""
         groups = [g for c in configs for g in self.groups(c) if g.num_rows]
         if n <= 0 or not groups:
             return []
         groups.sort(key=lambda g: stable_hash(seed, f"{g.config}/{g.path.name}#{g.index}"))
         quota = math.ceil(n / min(len(groups), max(1, math.ceil(n / per_group))))
-        cols = list(dict.fromkeys([id_column, *columns]))
-        chosen: list[tuple[Group, list[int]]] = []   # (group, row indices by id hash) of the groups read
+        chosen: list[tuple[Group, list[int], list[Any]]] = []   # (group, row indices by id hash, ids) of those read
         taken = 0
         for g in groups:
             if taken >= n:
                 break
             ids = self._read(g, [id_column]).column(0).to_pylist()
             order = sorted(range(len(ids)), key=lambda i: (stable_hash(seed, ids[i]), i))
-            chosen.append((g, order))
+            chosen.append((g, order, ids))
             taken += min(quota, len(order), n - taken)
         # every group is read when the corpus is small; then groups give more than ``quota``, in the same order
         counts = [0] * len(chosen)
         left = n
         for limit in (quota, None):
-            for k, (_, order) in enumerate(chosen):
+            for k, (_, order, _) in enumerate(chosen):
                 more = min(len(order) - counts[k], left) if limit is None else min(limit, len(order), left)
                 more = max(0, more if limit is None else more - counts[k])
                 counts[k] += more
                 left -= more
-        picked: list[dict[str, Any]] = []
-        for (g, order), c in zip(chosen, counts):
-            if c:
-                picked += [{**r, "_config": g.config, "_split": g.split}
-                           for r in self._read_rows(g, cols, order[:c])]
-        picked.sort(key=lambda r: (r["_config"], r["_split"], str(r[id_column])))
-        return picked
+        picks = [Pick(g, i, ids[i]) for (g, order, ids), c in zip(chosen, counts) for i in sorted(order[:c])]
+        picks.sort(key=lambda p: (p.group.config, p.group.split, str(p.id)))
+        return picks
+
+    def read_picks(self, picks: Sequence[Pick], id_column: str, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """The rows of ``picks`` (``id_column`` and ``columns``, with ``_config`` and ``_split``), in their order;
+        only the row groups that hold them are decoded, each once."""
+        cols = list(dict.fromkeys([id_column, *columns]))
+        by_group: dict[Group, list[int]] = {}
+        for p in picks:
+            by_group.setdefault(p.group, []).append(p.row)
+        rows: dict[tuple[Group, int], dict[str, Any]] = {}
+        for g, positions in by_group.items():
+            for pos, r in zip(sorted(positions), self._read_rows(g, cols, positions)):
+                rows[(g, pos)] = {**r, "_config": g.config, "_split": g.split}
+        return [rows[(p.group, p.row)] for p in picks]
 
     def lookup(self, config: str, id_column: str, ids: Iterable[Any], columns: Sequence[str],
                limit_per_id: int | None = None) -> dict[Any, list[dict[str, Any]]]:
@@ -201,6 +224,40 @@ class Release:
                 if limit_per_id is None or len(bucket) < limit_per_id:
                     bucket.append({**r, "_split": g.split})
         return out
+
+    def lookup_table(self, config: str, id_column: str, ids: Iterable[Any], columns: Sequence[str],
+                     batch: int = 256) -> Any:
+        """``lookup`` as one Arrow table (``id_column``, ``columns`` and ``_split``, rows in file order), never
+        converted to Python: a view that formats many nested values converts the columns it needs in bulk.
+        ``None`` when no row matches. Memory holds one batch of a row group besides the rows taken."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        wanted = set(ids)
+        if not wanted:
+            return None
+        cols = list(dict.fromkeys([id_column, *columns]))
+        tables = []
+        for g in self.groups(config):
+            if not g.num_rows:
+                continue
+            got = self._read(g, [id_column]).column(0).to_pylist()
+            take = [i for i, v in enumerate(got) if v in wanted]
+            if not take:
+                continue
+            k, offset = 0, 0
+            for b in pq.ParquetFile(g.path).iter_batches(batch_size=batch, row_groups=[g.index], columns=cols):
+                local = []
+                while k < len(take) and take[k] < offset + b.num_rows:
+                    local.append(take[k] - offset)
+                    k += 1
+                if local:
+                    t = pa.Table.from_batches([b.take(local)])
+                    tables.append(t.append_column("_split", pa.array([g.split] * len(local), type=pa.string())))
+                offset += b.num_rows
+                if k == len(take):
+                    break
+        return pa.concat_tables(tables, promote_options="permissive") if tables else None
 
     def iter_column(self, config: str, column: str) -> Iterator[Any]:
         """One column's values across a config, row group by row group."""

@@ -3,19 +3,25 @@
 
 Modules, one concern each:
 
-=============  ========================================================================================================
-``flow``       the one release flow every corpus goes through (``ReleaseSpec``, ``write_release``, the release key)
-``writer``     Parquet shards per config and split, streamed (``write_split_stream``, ``write_split_tables``,
-               ``encode_rows``, ``shard_name``)
-``parts``      release rows made one work shard at a time and cached (``ShardedRows``, ``ShardedScan``)
-``streaming``  helpers for corpus releases: ``count_rows``, ``SortedSpill`` (sorting on disk), ``write_json_object``
-``gate``       the release gate (``gate``, ``ReleaseGateError``, ``split_info``)
-``card``       ``README.md`` (``write_readme``, ``render_card``) and the cards' tables (``md_table``, ``stats_tables``)
-``manifest``   ``manifest.json``/``stats.json`` (``write_json_atomic``, ``git_commit``) and ``up_to_date_release``
-``drops``      ``drops.parquet`` (``write_drops``)
-``swap``       staging folders, the release lock, ``swap_into_place`` and ``recover_swap``
-``report``     ``report.html`` (``write_report``), with ``tallies`` (streamed distributions) and ``charts`` (SVG)
-=============  ========================================================================================================
+===============  =====================================================================================================
+``flow``         the one release flow every corpus goes through (``ReleaseSpec``, ``write_release``, the release key)
+``writer``       Parquet shards per config and split, streamed (``write_split_stream``, ``write_split_tables``,
+                 ``encode_rows``, ``shard_name``)
+``parts``        release rows made one work shard at a time and cached (``ShardedRows``, ``ShardedScan``)
+``streaming``    helpers for corpus releases: ``count_rows``, ``SortedSpill`` (sorting on disk), ``write_json_object``
+``gate``         the release gate (``gate``, ``ReleaseGateError``, ``split_info``)
+``card``         ``README.md`` (``write_readme``, ``render_card``, ``render_readme``) and the cards' tables
+                 (``md_table``, ``stats_tables``)
+``manifest``     ``manifest.json``/``stats.json`` (``write_json_atomic``, ``git_commit``) and ``up_to_date_release``
+``drops``        ``drops.parquet`` (``write_drops``)
+``swap``         staging folders, the release lock, ``swap_into_place`` and ``recover_swap``
+``report``       ``report.html`` (``write_report``), with ``tallies`` (streamed distributions) and ``charts`` (SVG)
+``light``        features without ``datasets`` (``LightFeatures``, ``feature_record``) and their encoder
+                 (``encode_light``)
+``cache``        the release cache in the work directory (``ReleaseCache``): records keyed by what they depend on
+``incremental``  what a rewrite takes from the cache (features, shards of unchanged configs, the README header) and
+                 ``write_configs`` (the configs' shards, written in a background thread)
+===============  =====================================================================================================
 
 Publishing to the Hub is not done here (``builders.publish``). Importing this package imports none of its modules:
 the public names of the former ``builders/release.py`` are loaded from their module on first use (``from

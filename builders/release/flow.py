@@ -15,6 +15,12 @@ release lock (``<out>/.<corpus>.lock``; a second build into the same ``--out`` w
 Nothing here holds a config's rows: every row source is iterated once, batch by batch. ``SortedSpill``
 (``builders.release.streaming``) sorts rows on disk when a release needs an order its work shards do not have.
 
+A build with a work directory keeps a release cache there (``builders.release.cache``), so that the rewrite after an
+edit does only what the edit changed (``builders.release.incremental``): lazy features and the README header come from
+records (no ``datasets`` import), a config whose parts did not change keeps the shards of the release in place, the
+gate does not resolve again a layout it resolved, the explorer keeps the items of unchanged videos. Every file is the
+one a write without the cache makes.
+
 A build where nothing survives writes its statistics to ``<out>/<corpus>.empty-build/``, beside (never over) the last
 release, and raises :class:`BuildEmpty` (exit 3).
 """
@@ -32,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import yaml
 
 from .. import __version__ as TOOLKIT_VERSION
@@ -41,8 +46,10 @@ from ..core.config import to_dict
 from ..core.fingerprint import file_fingerprint, hash_obj, relative_paths
 from ..core.orchestrate import BuildResult, data_digest
 from ..core.shards import StageData, read_stats
-from .card_text import stats_tables
+from .cache import ReleaseCache
+from .card_text import render_card, stats_tables
 from .drops import write_drops
+from .incremental import cached_features, features_key, record_outputs, write_card, write_configs
 from .manifest import (
     RELEASE_FILES_FIELD,
     RELEASE_KEY_FIELD,
@@ -52,9 +59,9 @@ from .manifest import (
     up_to_date_release,
     write_json_atomic,
 )
-from .parts import PartsStats, ShardedRows, build_parts, split_tables
+from .parts import PartsStats, ShardedRows
 from .swap import clean_stale_stages, discard_stage, recover_swap, release_lock, stage_release, swap_into_place
-from .writer import RowSource, write_split_stream, write_split_tables
+from .writer import RowSource
 
 #: bump when a release written from the same final shards, config and toolkit version would differ (layout, writer,
 #: card, statistics): a release carrying another format's key is rewritten
@@ -103,7 +110,9 @@ class ReleaseSpec:
     title: str = ""                                       # README title ("": the corpus name)
     report_title: str = ""                                # report.html title ("": "<title> build")
     default_config: str = ""                              # "": the first config of ``features``
-    # card YAML fields (license, task_categories, ...), or a zero-arg callable returning them
+    # card YAML fields (license, task_categories, ...), or a zero-arg callable returning them, which must depend on
+    # nothing but the release's source (``key_files``, like lazy features): a rewrite may reuse the README header
+    # rendered from an earlier call (builders/release/incremental.py)
     card: Mapping[str, Any] | Callable[[], Mapping[str, Any]] = field(default_factory=dict)
     split_order: tuple[str, ...] = ("train", "validation", "test")
     empty: str = ""                                       # non-empty: nothing survived, and why
@@ -127,11 +136,18 @@ class ReleaseSpec:
         if callable(self.features) and not self.key_files:
             raise ValueError("ReleaseSpec: lazy features need key_files naming the file that defines them")
 
-    def feature_map(self) -> Mapping[str, Any]:
+    def feature_map(self, cache: ReleaseCache | None = None) -> Mapping[str, Any]:
         """The features by config (a callable is called once; ``features`` itself stays as given, so the release key
-        of this spec does not change once the features were needed)."""
+        of this spec does not change once the features were needed). With a release ``cache``, lazy features come
+        from its record (``LightFeatures``: no ``datasets`` import) when the same source was seen before."""
         if self._features is None:
-            self._features = _as_features(self.features() if callable(self.features) else self.features)
+            def make() -> Mapping[str, Any]:
+                return _as_features(self.features() if callable(self.features) else self.features)
+
+            if cache and callable(self.features):
+                self._features = cached_features(cache, features_key(self.corpus, code_key(self), self.features), make)
+            else:
+                self._features = make()
         return self._features
 
     def scratch_dir(self) -> Path:
@@ -309,13 +325,14 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     conf, inputs = portable_inputs(cfg, spec.path_keys, result.input_fingerprints)
     man = {
         "corpus": spec.corpus, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
-        "config": conf, "inputs": inputs, "sample": info["sample"], "models": _value(spec.models),
+        "config": conf, "inputs": inputs, "sample": info["sample"], "models": None,  # (below; sorted when written)
         "runtime": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "engine": info["engine"], "workers": info["workers"], "shard_size": info["shard_size"]},
     }
     atomic_write_text(stage / "build_config.yaml", yaml.safe_dump(conf, sort_keys=True))
 
     if spec.empty:
+        man["models"] = _value(spec.models)
         stats.update(_value(spec.stats_extra))
         write_json_atomic(stage / "stats.json", stats)
         _write_report(stage / "report.html", spec.report_title, stats, ())
@@ -327,33 +344,22 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
         kept = f"; the last release in {out_dir} is untouched" if out_dir.exists() else ""
         raise BuildEmpty(f"{spec.empty}; statistics are in {beside}/stats.json{kept}")
 
-    from .card import render_card, write_readme  # datasets (0.5 s to import): only when a release is written
     from .gate import gate
 
-    splits: dict[str, list[str]] = {}
-    release: dict[str, dict[str, int]] = {}
     code = code_key(spec)
     parts_stats = PartsStats()
-    all_features = spec.feature_map()
+    cache = ReleaseCache.of_build(info)
+    all_features = spec.feature_map(cache)
     rows = _value(spec.rows)
     unknown = sorted(set(rows) - set(all_features))
     if unknown:
         raise ValueError(f"release rows for config(s) {unknown} that have no features")
-    for c in [c for c in all_features if c in rows]:   # in the order of the features
-        by_split = rows[c]
-        parts = (build_parts(by_split, c, all_features[c], spec.split_order, code, parts_stats)
-                 if isinstance(by_split, ShardedRows) else None)
-        for s in spec.split_order:
-            if parts is not None:
-                paths = write_split_tables(stage, c, s, split_tables(parts, s, all_features[c]), all_features[c],
-                                           keep_empty=False)
-            elif (source := by_split.get(s)) is not None:
-                paths = write_split_stream(stage, c, s, source, all_features[c], keep_empty=False)
-            else:
-                continue
-            if paths:
-                splits.setdefault(c, []).append(s)
-                release.setdefault(c, {})[s] = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
+
+    def models() -> None:  # Python work that needs no shard: done while the shards are written
+        man["models"] = _value(spec.models)
+
+    done = write_configs(stage, out_dir, rows, all_features, spec.split_order, code, cache, parts_stats, models)
+    splits, release = done.splits, done.rows
     stats["release"] = release
     if "this_build" in stats and (parts_stats.made or parts_stats.reused):
         stats["this_build"]["release_parts"] = {"made": parts_stats.made, "reused": parts_stats.reused}
@@ -376,20 +382,28 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     features = {c: all_features[c] for c in splits}
     default_config = spec.default_config or next(iter(all_features), "")
     body = render_card(spec.card_template, spec.card_context(stats, man))
-    write_readme(stage, features_by_config=features, splits_by_config=splits, default_config=default_config,
-                 card=_value(spec.card), title=spec.title, body=body)
+    fingerprints = write_card(stage, cache, features_key(spec.corpus, code, spec.features),
+                              features_by_config=features, splits_by_config=splits, default_config=default_config,
+                              card=spec.card, title=spec.title, body=body, fingerprints=done.fingerprints)
     from ..explore import CORPORA, write_explorer  # lazy: jinja2 only when a release is written
 
     explorer = spec.corpus in CORPORA  # the four corpora have a view (docs/explorer.md)
     _write_report(stage / "report.html", spec.report_title, stats, spec.report_videos, explorer=explorer)
     man[RELEASE_KEY_FIELD] = key
     man[RELEASE_ROWS_FIELD] = release
-    if explorer:
-        write_explorer(stage, corpus=spec.corpus, manifest=man)  # before the listing, so that it is listed
+    if explorer:  # before the listing, so that it is listed
+        from ..explore.reuse import ItemReuse
+
+        reuse = ItemReuse(cache.root / "explore-items.json", done.parts) if cache.root is not None else None
+        write_explorer(stage, corpus=spec.corpus, manifest=man, reuse=reuse)
     man[RELEASE_FILES_FIELD] = release_listing(stage)
     write_json_atomic(stage / "manifest.json", man)
     got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=default_config,
-               cache_dir=spec.scratch_dir())
+               cache_dir=spec.scratch_dir(), cache=cache)
     swap_into_place(stage, out_dir)
     _remove_empty_build(out_dir)
+    for c, (out_key, by_split) in done.outputs.items():
+        if c in got:
+            record_outputs(cache, out_key, out_dir, c, by_split, fingerprints[c], got[c])
+    cache.prune()
     return got

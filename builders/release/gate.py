@@ -1,8 +1,15 @@
 """The release gate (docs/publishing.md, "The release folder"): a release folder is complete and loads back offline as
 declared, checked from its files' footers and ``datasets``' own resolution of the folder, in seconds at any size.
 
-``split_info`` (a split's ``SplitInfo`` from its shards' footers) and ``check_layout`` (configs, splits and default
-agree) are shared with the card writer (``builders.release.card``).
+``split_info`` (a split's ``SplitInfo`` from its shards' footers), ``split_sizes`` (the same figures without
+``datasets``) and ``check_layout`` (configs, splits and default agree) are shared with the card writer
+(``builders.release.card``).
+
+``datasets``' resolution of the folder (step 4 of ``gate``) is a function of the README's YAML header less its figures
+(fingerprints, sizes, row counts), the names of the release's files, what the gate expects and the library versions
+(``resolution_key``). With a release cache (``builders.release.cache``) a passed resolution is recorded under that key,
+and a later release with the same key is not resolved again: every other check runs on every file as before, and a
+release whose features need decoding is always resolved. That gate imports no ``datasets`` (half a second).
 """
 
 from __future__ import annotations
@@ -12,14 +19,19 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
-from datasets import Features, SplitInfo
 
 from .writer import shard_name, split_shards
 
-__all__ = ["ReleaseGateError", "check_layout", "gate", "quiet_progress", "split_info"]
+if TYPE_CHECKING:  # datasets (0.5 s to import) only where the gate resolves the folder
+    from datasets import Features, SplitInfo
+
+    from .cache import ReleaseCache
+
+__all__ = ["ReleaseGateError", "check_layout", "gate", "quiet_progress", "resolution_key", "split_info",
+           "split_sizes"]
 
 
 class ReleaseGateError(RuntimeError):
@@ -40,8 +52,8 @@ def quiet_progress() -> Iterator[None]:
             ds_utils.enable_progress_bars()
 
 
-def split_info(root: str | os.PathLike, config: str, split: str) -> SplitInfo:
-    """``SplitInfo`` computed from the shard files on disk (docs/publishing.md).
+def split_sizes(root: str | os.PathLike, config: str, split: str) -> tuple[int, int]:
+    """``(num_examples, num_bytes)`` of a split from its shards' footers (``split_info`` without ``datasets``).
 
     Raises ``ReleaseGateError`` when the split has no shards, shards with different totals, or a missing index.
     """
@@ -62,11 +74,16 @@ def split_info(root: str | os.PathLike, config: str, split: str) -> SplitInfo:
             mds.append(pq.ParquetFile(p).metadata)
         except Exception as e:  # noqa: BLE001 - a shard whose footer does not read fails the gate, naming it
             raise ReleaseGateError(f"{config}/{p.name}: not a readable Parquet file: {type(e).__name__}: {e}") from e
-    return SplitInfo(
-        name=split,
-        num_examples=sum(m.num_rows for m in mds),
-        num_bytes=sum(m.row_group(j).total_byte_size for m in mds for j in range(m.num_row_groups)),
-    )
+    return (sum(m.num_rows for m in mds),
+            sum(m.row_group(j).total_byte_size for m in mds for j in range(m.num_row_groups)))
+
+
+def split_info(root: str | os.PathLike, config: str, split: str) -> SplitInfo:
+    """``SplitInfo`` computed from the shard files on disk (docs/publishing.md); see ``split_sizes``."""
+    from datasets import SplitInfo
+
+    num_examples, num_bytes = split_sizes(root, config, split)
+    return SplitInfo(name=split, num_examples=num_examples, num_bytes=num_bytes)
 
 
 def check_layout(
@@ -142,6 +159,114 @@ def _resolve_once() -> Iterator[None]:
         ds_load.dataset_module_factory = ds_inspect.dataset_module_factory = original
 
 
+def _full(features: Any) -> Features:
+    """The ``datasets.Features`` of a config (``LightFeatures`` stand for them: converted, importing ``datasets``)."""
+    return features.full() if hasattr(features, "full") else features
+
+
+def _decodes(features: Any) -> bool:
+    """Whether a column of the features needs decoding (``Image``, ``Audio``...): its first row is then decoded by
+    ``datasets`` in every gate."""
+    if hasattr(features, "decodes"):
+        return bool(features.decodes)
+    from datasets.features.features import require_decoding
+
+    return any(require_decoding(f) for f in features.values())
+
+
+_GATE_CODE: list[str] = []
+
+
+def _readme_header(readme: Path) -> Any:
+    """The README's YAML header as data (``None`` when it has none)."""
+    import yaml
+
+    text = readme.read_text(encoding="utf-8")
+    if not text.startswith("---\n") or (end := text.find("\n---\n", 3)) < 0:
+        return None
+    return yaml.load(text[4:end], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+
+
+def _masked(header: Any) -> Any:
+    """The YAML header less its figures: the configs' fingerprints, the splits' sizes and row counts, the size
+    category (values ``datasets`` reads into nothing the gate checks), each replaced by its type."""
+    import copy
+    import re
+
+    if not isinstance(header, dict):
+        return header
+    h = copy.deepcopy(header)
+    if isinstance(h.get("size_categories"), list):
+        h["size_categories"] = [type(v).__name__ for v in h["size_categories"]]
+
+    def entries(v: Any) -> list[Any]:
+        return [e for e in (v if isinstance(v, list) else [v]) if isinstance(e, dict)]
+
+    for e in entries(h.get("configs")):
+        if isinstance(e.get("description"), str):
+            e["description"] = re.sub(r"sha256:[0-9a-f]{64}", "sha256:*", e["description"])
+    for e in entries(h.get("dataset_info")):
+        for k in ("dataset_size", "download_size"):
+            if k in e:
+                e[k] = type(e[k]).__name__
+        for sp in entries(e.get("splits")):
+            for k in ("num_bytes", "num_examples"):
+                if k in sp:
+                    sp[k] = type(sp[k]).__name__
+    return h
+
+
+def _listing(root: Path, configs: Mapping[str, Any]) -> list[Any]:
+    """What ``datasets`` may read of the folder besides the README: every top-level name (hidden ones too: a
+    ``.huggingface.yaml`` counts) and every path inside the config folders."""
+    out: list[Any] = sorted([p.name, p.is_dir()] for p in root.iterdir())
+    for cfg in sorted(configs):
+        for dirpath, dirs, files in os.walk(root / cfg):
+            dirs.sort()
+            rel = Path(dirpath).relative_to(root).as_posix()
+            out += [f"{rel}/{f}" for f in sorted(files)] + [f"{rel}/{d}/" for d in dirs]
+    return out
+
+
+def resolution_key(root: str | os.PathLike, features_by_config: Mapping[str, Any],
+                   splits_by_config: Mapping[str, list[str]], default_config: str) -> str | None:
+    """The key of ``datasets``' resolution of the release folder ``root`` as the gate checks it (step 4): the README's
+    YAML header less its figures, the names of the files ``datasets`` may read, the expected configs, splits, default
+    and features, the library versions and this module's source. ``None`` when the README has no YAML header."""
+    import hashlib
+
+    from .cache import ReleaseCache, lib_versions
+
+    root = Path(root)
+    header = _readme_header(root / "README.md")
+    if header is None:
+        return None
+    if not _GATE_CODE:
+        _GATE_CODE.append(hashlib.sha256(Path(__file__).read_bytes()).hexdigest())
+    return ReleaseCache.key("gate", _masked(header), _listing(root, splits_by_config),
+                            {c: list(s) for c, s in splits_by_config.items()}, default_config,
+                            {c: f.to_dict() for c, f in features_by_config.items()}, lib_versions(), _GATE_CODE[0])
+
+
+def _first_rows(root: Path, features_by_config: Mapping[str, Any], splits_by_config: Mapping[str, list[str]],
+                shard_files: Mapping[str, Mapping[str, set[str]]]) -> None:
+    """Step 5 for features that need no decoding (``decode_example`` returns a row as it is): the first row of every
+    split reads and holds exactly the declared fields, in their order."""
+    for cfg, splits in splits_by_config.items():
+        want = list(features_by_config[cfg])
+        for s in splits:
+            first_shard = root / cfg / shard_name(s, 0, len(shard_files[cfg][s]))
+            try:
+                row = next(pq.ParquetFile(first_shard).iter_batches(batch_size=1)).to_pylist()[0]
+            except Exception as e:  # noqa: BLE001
+                raise ReleaseGateError(f"{cfg}/{s}: the first row does not decode: {type(e).__name__}: {e}") from e
+            extra = [k for k in row if k not in want]
+            if extra:
+                raise ReleaseGateError(f"{cfg}/{s}: the first row does not decode: KeyError: {extra[0]!r}")
+            if [k for k in want if k in row] != want:
+                raise ReleaseGateError(f"{cfg}/{s}: the first row has fields {[k for k in want if k in row]}")
+
+
 def gate(
     root: str | os.PathLike,
     *,
@@ -149,6 +274,7 @@ def gate(
     splits_by_config: Mapping[str, list[str]],
     default_config: str,
     cache_dir: str | os.PathLike | None = None,
+    cache: ReleaseCache | None = None,
 ) -> dict[str, dict[str, int]]:
     """The release gate of docs/publishing.md. Returns ``{config: {split: num_rows}}``.
 
@@ -167,10 +293,12 @@ def gate(
     gate costs seconds and a few MB at any release size (the conversion ``load_dataset`` does on first use grew the
     build's memory and time with the corpus). ``cache_dir`` holds ``datasets``' small module cache (a fresh temp
     folder inside it, removed afterwards; the system temp folder by default).
-    """
-    from datasets import get_dataset_config_names, load_dataset_builder
-    from datasets.inspect import get_dataset_default_config_name
 
+    With a release ``cache`` (``builders.release.cache``), step 4 is skipped when a resolution of the same
+    ``resolution_key`` passed before and no feature needs decoding (step 5 then reads the first rows without
+    ``datasets``); a resolution that passes is recorded. Steps 1 to 3 always run on every shard.
+    ``features_by_config`` may hold ``LightFeatures`` (``builders.release.light``).
+    """
     check_layout(features_by_config, splits_by_config, default_config)
     root = Path(root).resolve()  # an absolute path forces a local load (docs/publishing.md)
     if not (root / "README.md").is_file():
@@ -182,7 +310,7 @@ def gate(
         folder = root / cfg
         if not folder.is_dir():
             raise ReleaseGateError(f"config folder {folder} is missing")
-        expected[cfg] = {s: split_info(root, cfg, s).num_examples for s in splits}
+        expected[cfg] = {s: split_sizes(root, cfg, s)[0] for s in splits}
         empty = [s for s, k in expected[cfg].items() if k == 0]
         if empty:
             raise ReleaseGateError(
@@ -203,6 +331,25 @@ def gate(
             if not got_schema.remove_metadata().equals(want.remove_metadata()):
                 raise ReleaseGateError(f"{cfg}/{name}: its schema differs from the features:\n"
                                        f"  file:     {got_schema.remove_metadata()}\n  expected: {want.remove_metadata()}")
+
+    key = resolution_key(root, features_by_config, splits_by_config, default_config) if cache else None
+    decodes = any(_decodes(f) for f in features_by_config.values())
+    if key is not None and not decodes and cache is not None and cache.get("gate", key) is not None:
+        _first_rows(root, features_by_config, splits_by_config, shard_files)
+        return {c: dict(sp) for c, sp in expected.items()}
+    _resolve(root, {c: _full(f) for c, f in features_by_config.items()}, splits_by_config, default_config,
+             shard_files, cache_dir)
+    if key is not None and cache is not None:
+        cache.put("gate", key, {"resolved": True})
+    return {c: dict(sp) for c, sp in expected.items()}
+
+
+def _resolve(root: Path, features_by_config: Mapping[str, Features], splits_by_config: Mapping[str, list[str]],
+             default_config: str, shard_files: Mapping[str, Mapping[str, set[str]]],
+             cache_dir: str | os.PathLike | None) -> None:
+    """Steps 4 and 5 of ``gate``, with ``datasets``."""
+    from datasets import get_dataset_config_names, load_dataset_builder
+    from datasets.inspect import get_dataset_default_config_name
 
     with quiet_progress(), _hub_offline(), _resolve_once(), tempfile.TemporaryDirectory(
             prefix="release-gate-", dir=None if cache_dir is None else str(cache_dir)) as gate_cache:
@@ -240,4 +387,3 @@ def gate(
                 if list(first) != list(features_by_config[cfg]):
                     raise ReleaseGateError(f"{cfg}/{s}: the first row has fields {list(first)}")
             del builder
-    return {c: dict(sp) for c, sp in expected.items()}

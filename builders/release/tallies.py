@@ -83,6 +83,7 @@ class Tally:
             bins, lo, hi = self.bins
             counts, _ = np.histogram(np.clip(a, lo, hi), bins=bins, range=(lo, hi))
             self._hist = [h + int(c) for h, c in zip(self._hist, counts)]
+        self.__dict__.pop("_sorted", None)  # the counts changed: values() sorts them again
 
     def merge(self, other: Tally) -> Tally:
         """Fold in the values ``other`` saw (same ``resolution`` and ``bins``), as if added here: exact counts, Chan et
@@ -123,6 +124,14 @@ class Tally:
             for v, c in zip(self._round(keys), cs):
                 self._counts[float(v)] = self._counts.get(float(v), 0) + int(c)
         self._hist = [a + b for a, b in zip(self._hist, other._hist)]
+        self.__dict__.pop("_sorted", None)  # the counts changed: values() sorts them again
+        return self
+
+    def compact(self) -> Tally:
+        """Fold the buffered values in now (what the first read or merge would do, with the same result): a Tally
+        kept on disk (a cached partial, ``builders.release.parts.scan_partials``) is then merged without numpy work.
+        Returns ``self``."""
+        self._flush()
         return self
 
     def _round(self, a: Any) -> Any:
@@ -163,8 +172,16 @@ class Tally:
 
         if self._buf:
             self._flush()
+        # the sorted arrays are kept for the next quantile until the counts change (_flush and merge drop them; the
+        # state is checked too); callers only read them
+        state = (self._n, self._exact, len(self._counts))
+        cached = self.__dict__.get("_sorted")
+        if cached is not None and cached[0] == state:
+            return cached[1], cached[2]
         keys = sorted(self._counts)
-        return np.asarray(keys, dtype=np.float64), np.asarray([self._counts[k] for k in keys], dtype=np.int64)
+        out = np.asarray(keys, dtype=np.float64), np.asarray([self._counts[k] for k in keys], dtype=np.int64)
+        self._sorted = (state, *out)
+        return out
 
     def quantile(self, q: float) -> float | None:
         """The ``q``-quantile (0..1) with numpy's default linear interpolation between order statistics."""
@@ -226,6 +243,12 @@ class ReportTallies:
         self.videos += other.videos
         for name in ("segments_per_video", "words_per_step", "segment_durations", "video_durations"):
             getattr(self, name).merge(getattr(other, name))
+        return self
+
+    def compact(self) -> ReportTallies:
+        """``Tally.compact`` of every distribution; returns ``self``."""
+        for name in ("segments_per_video", "words_per_step", "segment_durations", "video_durations"):
+            getattr(self, name).compact()
         return self
 
     @classmethod

@@ -101,6 +101,8 @@ def check_batch(rows: list[Mapping[str, Any]], want: set[str], offset: int) -> N
 
 
 def has_media(features: Features) -> bool:
+    if hasattr(features, "media"):  # LightFeatures (builders.release.light)
+        return bool(features.media)
     from datasets.features.features import require_storage_embed
 
     return any(require_storage_embed(f) for f in features.values())
@@ -111,16 +113,27 @@ def encode_rows(rows: list[Mapping[str, Any]], features: Features, *, embed: boo
 
     The same encoding as ``Dataset.from_list(rows, features=features)`` (``Features.encode_column`` and
     ``OptimizedTypedSequence``), then ``embed_table_storage`` when a feature holds media (an ``Image`` given by path
-    gets its bytes, docs/publishing.md).
+    gets its bytes, docs/publishing.md). Features of plain values, lists and dicts holding plain Python values are
+    encoded without ``datasets`` (``builders.release.light.encode_light``: the same table), whether they are
+    ``datasets.Features`` or ``LightFeatures``; anything else goes through ``datasets``.
     """
+    from .light import encode_light
+
+    schema = features.arrow_schema
+    media = has_media(features) if embed is None else embed
+    if not media:
+        table = encode_light(rows, features, schema)
+        if table is not None:
+            return table
+    if hasattr(features, "full"):  # LightFeatures: datasets needs the features themselves
+        features = features.full()
     from datasets.arrow_writer import OptimizedTypedSequence
     from datasets.table import embed_table_storage
 
-    schema = features.arrow_schema
     arrays = [pa.array(OptimizedTypedSequence(features.encode_column([r[k] for r in rows], k), type=features[k], col=k))
               for k in features]
     table = pa.Table.from_arrays(arrays, schema=schema)
-    if has_media(features) if embed is None else embed:
+    if media:
         table = embed_table_storage(table)
     return table
 
@@ -151,14 +164,17 @@ class _ShardFile:
     chunking, page index, per-column compression and dictionary options); row groups are bounded in rows and bytes."""
 
     def __init__(self, path: Path, features: Features) -> None:
-        from datasets import config as ds_config
-        from datasets.arrow_writer import get_parquet_column_options
-
         self.path = path
         self.schema = features.arrow_schema
-        self._cdc = ds_config.DEFAULT_CDC_OPTIONS
+        if hasattr(features, "column_options"):  # LightFeatures: datasets' options as recorded (builders.release.light)
+            self._cdc, options = features.cdc, features.column_options
+        else:
+            from datasets import config as ds_config
+            from datasets.arrow_writer import get_parquet_column_options
+
+            self._cdc, options = ds_config.DEFAULT_CDC_OPTIONS, get_parquet_column_options(features, self.schema)
         self._writer = pq.ParquetWriter(str(path), schema=self.schema, use_content_defined_chunking=self._cdc,
-                                        write_page_index=True, **get_parquet_column_options(features, self.schema))
+                                        write_page_index=True, **options)
         self._buffer: list[pa.Table] = []
         self._buffer_rows = self._buffer_bytes = 0
         self.rows = self.bytes = 0

@@ -121,29 +121,62 @@ def test_sharded_scan_folds_changed_shards_only(tmp_path):
     assert len(list((data.dir / PARTS_DIR / "_scan-splits").iterdir())) == 3
 
 
-def test_split_tables_skip_a_part_without_the_split_by_its_footer(tmp_path, monkeypatch):
-    """A part holding only ``train`` rows is not read for ``test`` (the split column's min/max in the footer say so);
-    a part holding both is read for both; the rows are the part's rows of that split, in order."""
+def test_split_tables_skip_a_part_without_the_split_by_its_metadata(tmp_path, monkeypatch):
+    """A part holding only ``train`` rows is not read for ``test`` (its schema metadata lists its splits); a part
+    holding both is read for both; the rows are the part's rows of that split, in order."""
     import pyarrow as pa
 
     from builders.release import parts as release_parts
-    from builders.release.parts import PART_SPLIT, _may_hold, split_tables
+    from builders.release.parts import PART_SPLIT, split_tables, write_part
 
-    train_only, both = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    pq.write_table(pa.table({"id": ["1", "2"], "text": ["x", "y"], PART_SPLIT: ["train", "train"]}), train_only)
-    pq.write_table(pa.table({"id": ["3", "4", "5"], "text": ["p", "q", "r"], PART_SPLIT: ["train", "test", "train"]}),
-                   both)
-    assert _may_hold(pq.ParquetFile(train_only).metadata, "train")
-    assert not _may_hold(pq.ParquetFile(train_only).metadata, "test")
-    assert _may_hold(pq.ParquetFile(both).metadata, "test")
-    assert not _may_hold(pq.ParquetFile(both).metadata, "validation")  # after max "train"
+    train_only, both = tmp_path / "a.arrow", tmp_path / "b.arrow"
+    write_part(train_only, pa.table({"id": ["1", "2"], "text": ["x", "y"], PART_SPLIT: ["train", "train"]}))
+    write_part(both, pa.table({"id": ["3", "4", "5"], "text": ["p", "q", "r"], PART_SPLIT: ["train", "test", "train"]}))
     read = []
-    real = release_parts.pq.ParquetFile.read
-    monkeypatch.setattr(release_parts.pq.ParquetFile, "read",
-                        lambda self, *a, **k: read.append(1) or real(self, *a, **k))
+    real = release_parts.pa.ipc.open_file
+
+    def counted(source, *a, **k):
+        reader = real(source, *a, **k)
+        return type("Counted", (), {"schema": reader.schema,
+                                    "read_all": lambda self: read.append(1) or reader.read_all()})()
+
+    monkeypatch.setattr(release_parts.pa.ipc, "open_file", counted)
     feats = {"id": None, "text": None}
     got = [t.to_pylist() for t in split_tables([train_only, both], "test", feats)]
     assert got == [[{"id": "4", "text": "q"}]] and len(read) == 1
     got = [t.to_pylist() for t in split_tables([train_only, both], "train", feats)]
     assert got == [[{"id": "1", "text": "x"}, {"id": "2", "text": "y"}],
                    [{"id": "3", "text": "p"}, {"id": "5", "text": "r"}]]
+
+
+def test_a_part_of_the_earlier_parquet_format_is_still_read(tmp_path):
+    import pyarrow as pa
+
+    from builders.release.parts import PART_SPLIT, _may_hold, split_tables
+
+    old = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"id": ["1", "2"], PART_SPLIT: ["train", "test"]}), old)
+    assert _may_hold(pq.ParquetFile(old).metadata, "test") and not _may_hold(pq.ParquetFile(old).metadata, "valid")
+    assert [t.to_pylist() for t in split_tables([old], "test", {"id": None})] == [[{"id": "2"}]]
+
+
+def test_part_digests_name_the_content_not_the_key(tmp_path):
+    """A part made again under another key from the same rows has the same digest; a changed part another one; the
+    digests are kept beside the parts and entries of parts gone are dropped."""
+    import pyarrow as pa
+
+    from builders.release.parts import DIGESTS_FILE, PART_SPLIT, part_digests, write_part
+
+    table = pa.table({"id": [1, 2], PART_SPLIT: ["train", "train"]})
+    a, b, c = tmp_path / "00000-aaa.arrow", tmp_path / "00000-bbb.arrow", tmp_path / "00001-ccc.arrow"
+    write_part(a, table)
+    write_part(b, table)
+    write_part(c, pa.table({"id": [3, 4], PART_SPLIT: ["train", "test"]}))
+    da, db, dc = part_digests([a, b, c])
+    assert da == db != dc
+    assert set(json.loads((tmp_path / DIGESTS_FILE).read_text())) == {a.name, b.name, c.name}
+    b.unlink()
+    assert part_digests([a, c]) == [da, dc]
+    assert set(json.loads((tmp_path / DIGESTS_FILE).read_text())) == {a.name, c.name}
+    write_part(a, pa.table({"id": [9, 9], PART_SPLIT: ["train", "train"]}))  # rewritten: hashed again
+    assert part_digests([a])[0] != da

