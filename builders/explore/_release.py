@@ -200,6 +200,20 @@ class Release:
                 rows[(g, pos)] = {**r, "_config": g.config, "_split": g.split}
         return [rows[(p.group, p.row)] for p in picks]
 
+    def _matching(self, config: str, id_column: str, ids: Iterable[Any]) -> Iterator[tuple[Any, list[int]]]:
+        """``(row group, positions)`` of each row group of ``config`` holding rows whose ``id_column`` is in ``ids``
+        (only the id column is read)."""
+        wanted = set(ids)
+        if not wanted:
+            return
+        for g in self.groups(config):
+            if not g.num_rows:
+                continue
+            got = self._read(g, [id_column]).column(0).to_pylist()
+            take = [i for i, v in enumerate(got) if v in wanted]
+            if take:
+                yield g, take
+
     def lookup(self, config: str, id_column: str, ids: Iterable[Any], columns: Sequence[str],
                limit_per_id: int | None = None) -> dict[Any, list[dict[str, Any]]]:
         """Every row of ``config`` whose ``id_column`` is in ``ids`` (id -> rows, in file order).
@@ -207,18 +221,9 @@ class Release:
         Reads the id column of each row group and decodes only the groups (and ``columns``) that hold wanted ids.
         ``limit_per_id`` caps the rows kept per id (a video with thousands of dropped steps stays small).
         """
-        wanted = set(ids)
         out: dict[Any, list[dict[str, Any]]] = {}
-        if not wanted:
-            return out
         cols = list(dict.fromkeys([id_column, *columns]))
-        for g in self.groups(config):
-            if not g.num_rows:
-                continue
-            got = self._read(g, [id_column]).column(0).to_pylist()
-            take = [i for i, v in enumerate(got) if v in wanted]
-            if not take:
-                continue
+        for g, take in self._matching(config, id_column, ids):
             for r in self._read_rows(g, cols, take):
                 bucket = out.setdefault(r[id_column], [])
                 if limit_per_id is None or len(bucket) < limit_per_id:
@@ -233,18 +238,9 @@ class Release:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        wanted = set(ids)
-        if not wanted:
-            return None
         cols = list(dict.fromkeys([id_column, *columns]))
         tables = []
-        for g in self.groups(config):
-            if not g.num_rows:
-                continue
-            got = self._read(g, [id_column]).column(0).to_pylist()
-            take = [i for i, v in enumerate(got) if v in wanted]
-            if not take:
-                continue
+        for g, take in self._matching(config, id_column, ids):
             k, offset = 0, 0
             for b in pq.ParquetFile(g.path).iter_batches(batch_size=batch, row_groups=[g.index], columns=cols):
                 local = []

@@ -7,44 +7,28 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 import pytest
 
-from builders.core.fingerprint import item_file_sha
 from builders.core.orchestrate import run_pipelines
 from builders.core.records import Out
 from builders.core.row_reuse import MEMO_KEY
 from builders.core.runners import LocalRunner, StageTask, run_shard
 from builders.core.shards import read_stats, write_shard
-from builders.core.step import FitInputs, Pipeline, Source, Step, input_path
+from builders.core.step import FitInputs, Pipeline, Step
+
+from .test_invalidation import Ids, ReadText
 
 
 @dataclass(eq=False)
-class Ids(Source):
-    name = "read_ids"
-    rows_carry_content = True
-    ids_file: Path = input_path()
-
-    def read(self) -> Iterator[dict[str, Any]]:
-        for line in self.ids_file.read_text().split():
-            yield {"id": line}
-
-
-@dataclass(eq=False)
-class RowRead(Step):
-    """Reads each item's own file (a per-item input), one row at a time; drops an item without a file."""
+class RowRead(ReadText):
+    """Reads each item's own file (a per-item input, digested as ``ReadText`` does), one row at a time; drops an
+    item without a file."""
 
     name = "row_read"
     row_wise = True
-    texts: Path = input_path(per_item=True)
     calls: ClassVar[list[str]] = []
-
-    def item_digest(self, rows, state, memo) -> str:
-        h = hashlib.sha256()
-        for r in rows:
-            h.update(item_file_sha(self.texts / f"{r['id']}.txt", memo).encode())
-        return h.hexdigest()
 
     def process(self, rows, out: Out) -> None:
         for r in rows:
