@@ -23,6 +23,7 @@ import os
 import sys
 import traceback
 
+from .core.allocator import tune_arrow_allocator
 from .core.config import ConfigError
 from .core.driver import ENGINES, BuildOptions
 from .corpora import CORPORA, DESCRIPTIONS, CorpusNotBuilt
@@ -126,6 +127,7 @@ def failure(exc: BaseException) -> tuple[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    tune_arrow_allocator()  # before anything imports pyarrow (builders/core/allocator.py)
     words = sys.argv[1:] if argv is None else argv
     args = make_parser(only=words[0] if words and words[0] in CORPORA else None).parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
