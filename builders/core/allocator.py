@@ -2,9 +2,10 @@
 
 pyarrow allocates through its bundled mimalloc, which by default commits its arenas eagerly and keeps freed pages for
 a while before it gives them back. A build allocates and frees Arrow buffers shard after shard (release parts, row
-groups, the explorer's reads), so that retained memory, not live data, set the peak RSS of a build: at 20,000
-HowTo100M-shaped videos the release phase peaked at 361 MiB with mimalloc's defaults and 255 MiB with the two options
-below, for the same 71 MiB of live Arrow memory and the same release time (``tests/perf/README.md``).
+groups, the explorer's reads), so that retained memory, not live data, set the peak RSS of a build: the release of
+20,000 HowTo100M-shaped videos, written again from cached shards, peaked at 361-368 MiB with mimalloc's defaults and
+254-257 MiB with the two options below, for the same 71 MiB of live Arrow memory and the same time (37 s;
+``tests/perf/README.md``).
 
 mimalloc reads its options once, when pyarrow's library is loaded: they are set as environment variables before
 pyarrow is imported (the CLI does it first thing), and the worker processes of a build inherit them. A value the user

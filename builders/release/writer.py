@@ -78,8 +78,9 @@ ENCODE_BATCH_ROWS = 1000
 MEDIA_BATCH_ROWS = 100
 #: a row group closes at this many rows or this many Arrow bytes, whichever comes first. The writer holds one row group
 #: in memory, and a reader (the explorer, the gate's first row, ``datasets``' Parquet loader, the Hub's viewer) reads a
-#: whole row group to get one row: at 64 MiB the release phase of 20,000 videos peaked 42 MiB higher than at 16 MiB
-#: (``tests/perf/README.md``). ``datasets`` itself aims for row groups of at most 100 MB (``config.MAX_ROW_GROUP_SIZE``)
+#: whole row group to get one row: the release of 20,000 HowTo100M-shaped videos, written again from cached shards,
+#: peaked at 257 MiB with 64 MiB row groups and at 228 MiB with 16 MiB ones (``tests/perf/README.md``). ``datasets``
+#: itself aims for row groups of at most 100 MB (``config.MAX_ROW_GROUP_SIZE``)
 ROW_GROUP_ROWS = 100_000
 ROW_GROUP_BYTES = 16 << 20
 #: a shard closes at ``max_rows_per_shard`` rows or at this many (uncompressed Arrow) bytes (docs/publishing.md: ~500 MB)
