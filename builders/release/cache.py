@@ -47,6 +47,13 @@ _NAME = re.compile(r"^(?P<kind>[a-z]+)-(?P<key>[0-9a-f]{24})\.json\Z")
 _VERSIONS: dict[str, str | None] = {}
 
 
+def file_identity(path: Path) -> list[int]:
+    """``[size, mtime_ns, inode]`` of a file: what the release's records compare to trust a file they describe is the
+    one they were made from (a list, as it is stored in JSON records)."""
+    st = Path(path).stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
 def lib_versions() -> dict[str, str | None]:
     """The versions of the libraries whose output a record describes (``datasets``, ``huggingface_hub``, ``pyarrow``,
     ``PyYAML``), read from the installed metadata without importing them."""

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from ..core.atomic import atomic_write_bytes
-from .cache import ReleaseCache, lib_versions
+from .cache import ReleaseCache, file_identity, lib_versions
 from .light import LIGHT_FORMAT, LightFeatures, feature_record
 
 __all__ = ["ConfigsWritten", "cached_features", "features_key", "record_outputs", "reuse_outputs", "write_card",
@@ -57,11 +57,6 @@ def cached_features(cache: ReleaseCache, key: str, make: Callable[[], Mapping[st
 # ------------------------------------------------------------------------------------------- reused Parquet shards
 
 
-def _stat(path: Path) -> list[int]:
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
 def outputs_key(config: str, parts: list[Path], features: Any, splits: tuple[str, ...], code: Any) -> str:
     """The key of a config's shards written from ``parts``: the parts' contents (``part_digests``: a part made again
     from rows that did not change keeps its key), the features, the splits, the release code and the library versions
@@ -84,7 +79,7 @@ def reuse_outputs(cache: ReleaseCache, key: str, release: Path, stage: Path, con
         return None
     try:
         for rel, st in record["files"].items():
-            if rel.split("/", 1)[0] != config or _stat(release / rel) != st:
+            if rel.split("/", 1)[0] != config or file_identity(release / rel) != st:
                 return None
     except OSError:
         return None
@@ -110,7 +105,7 @@ def record_outputs(cache: ReleaseCache, key: str, release: Path, config: str, by
         for split, paths in by_split.items():
             for p in paths:
                 rel = f"{config}/{p.name}"
-                files[rel], splits_of[rel] = _stat(release / rel), split
+                files[rel], splits_of[rel] = file_identity(release / rel), split
         cache.put("outputs", key, {"files": files, "splits_of": splits_of, "fingerprint": fingerprint,
                                    "rows": dict(rows)})
 

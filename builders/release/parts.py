@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from ..core.atomic import atomic_path
 from ..core.fingerprint import hash_obj
 from ..core.shards import StageData, read_stats
+from .cache import file_identity
 from .writer import ENCODE_BATCH_ROWS, MEDIA_BATCH_ROWS, check_batch, encode_rows, has_media
 
 if TYPE_CHECKING:  # datasets only when rows are encoded (builders/release/writer.py)
@@ -107,7 +108,7 @@ def write_part(path: Path, table: pa.Table) -> None:
 
 
 #: the splits of the parts read in this process, by path: (size, mtime_ns, inode) when read, the splits
-_SPLITS_SEEN: dict[str, tuple[tuple[int, int, int], list[str]]] = {}
+_SPLITS_SEEN: dict[str, tuple[list[int], list[str]]] = {}
 
 
 def _read_part(path: Path, split: str) -> pa.Table | None:
@@ -120,8 +121,7 @@ def _read_part(path: Path, split: str) -> pa.Table | None:
         part = pq.ParquetFile(str(path))
         table = part.read() if _may_hold(part.metadata, split) else None
     else:
-        st = path.stat()
-        ident = (st.st_size, st.st_mtime_ns, st.st_ino)
+        ident = file_identity(path)
         seen = _SPLITS_SEEN.get(str(path))
         if seen is not None and seen[0] == ident and split not in seen[1]:
             return None
@@ -199,8 +199,7 @@ def part_digests(parts: list[Path]) -> list[str]:
                 known = {}
             by_folder[folder] = known if isinstance(known, dict) else {}
         known = by_folder[folder]
-        st = path.stat()
-        ident = [st.st_size, st.st_mtime_ns, st.st_ino]
+        ident = file_identity(path)
         entry = known.get(path.name)
         if not (isinstance(entry, list) and len(entry) == 2 and entry[0] == ident):
             entry = [ident, hashlib.sha256(path.read_bytes()).hexdigest()]
