@@ -1,7 +1,7 @@
 """The examples of docs/evaluation.md ("Examples for every protocol"): every protocol has one, its command runs from
 the repository root, prints exactly what the page shows, and its metrics equal the values computed by hand below
 from the tiny files of docs/examples/<protocol>/ (written for the docs, no benchmark data). ``recipe_pages`` runs on
-the project's real fixture instead (``../shared/data/recipe_pages``, found as the ``shared_data`` fixture finds it):
+the project's real fixture instead (``<fixtures>/recipe_pages``: the folder the ``shared_data`` fixture finds):
 its reference values are checked in tests/eval/test_recipe_pages.py."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from eval.registry import all_protocols
 PAGE = REPO / "docs" / "evaluation.md"
 EXAMPLES = REPO / "docs" / "examples"
 SECTION = "## Examples for every protocol"
-#: the prefix of a page command's path into the real data fixtures (``tests/conftest.py``'s ``shared_data``)
-SHARED = "../shared/data/"
+#: the prefix of a page command's path into the real data fixtures (``tests/conftest.py``'s ``shared_data``); the docs
+#: name no folder outside the repository (tests/test_docs.py), so the page writes it as a placeholder
+SHARED = "<fixtures>/"
 #: protocols whose example reads the real data fixtures instead of docs/examples/<protocol>/
 ON_SHARED_DATA = {"recipe_pages": "recipe_pages"}
 #: protocols whose text metrics run pycocoevalcap's Java scorers
@@ -49,7 +50,7 @@ EXAMPLES_ON_PAGE = _examples()
 
 
 def _words(protocol: str, request: pytest.FixtureRequest) -> list[str]:
-    """The page command of ``protocol`` as arguments; a path into ``../shared/data/`` is taken from the fixture copy
+    """The page command of ``protocol`` as arguments; a path under ``<fixtures>/`` is taken from the fixture copy
     the tests use (``shared_data``: skipped without one, failed under ``CI``)."""
     words = shlex.split(EXAMPLES_ON_PAGE[protocol][0])
     if any(w.startswith(SHARED) for w in words):
@@ -323,7 +324,7 @@ def test_soda(results: dict, tmp_path: Path) -> None:
 
 def test_commands_run_from_the_repository_root_only_with_relative_paths() -> None:
     """The page's commands name files relative to the root of a clone (nothing absolute, nothing outside), except the
-    real data fixtures beside the clone (``../shared/data/``, the project's layout) for ``ON_SHARED_DATA``."""
+    real data fixtures (``<fixtures>/``, the ``shared_data`` folder) for ``ON_SHARED_DATA``."""
     for protocol, (command, _) in EXAMPLES_ON_PAGE.items():
         for word in shlex.split(command):
             if protocol in ON_SHARED_DATA and word.startswith(SHARED):
