@@ -504,3 +504,32 @@ def test_the_replay_index_is_kept_for_the_next_build_and_rebuilt_when_the_source
     assert edited.records == 6 and edited.digest != first.digest
     (now,) = (tmp_path / "models" / "replay-index").glob("*.sqlite")
     assert now != kept and not kept.exists()
+
+
+def test_the_config_check_does_not_read_again_a_replay_source_whose_index_is_kept(tmp_path, monkeypatch):
+    """``check_replay_source`` runs before every build: a source with a kept index for its files as they are now was
+    checked whole when the index was built, so it is not read again (records = the index's); a source edited since
+    (another mtime) is read and checked again, and a malformed line there is found."""
+    import json
+    import os
+
+    from builders.models.llm import LLMSettings, ReplayBackend, check_replay_source
+    from builders.models.llm import replay
+
+    monkeypatch.setenv("PROCVID_MODEL_CACHE", str(tmp_path / "models"))
+    src = tmp_path / "replay.jsonl"
+    src.write_text("".join(json.dumps({"video_id": f"v{i}", "chunk_index": 0, "raw_output": f"1. step {i}"}) + "\n"
+                           for i in range(4)), encoding="utf-8")
+    os.utime(src, (1_700_000_000, 1_700_000_000))
+    assert check_replay_source(src) == 4                   # no index yet: read
+    ReplayBackend(LLMSettings(backend="replay", replay_path=str(src)))   # the build keeps its index
+    reads = []
+    real = replay.iter_replay_source
+    monkeypatch.setattr(replay, "iter_replay_source", lambda p: reads.append(p) or real(p))
+    assert check_replay_source(src) == 4 and reads == []  # kept index: not read
+    with src.open("a", encoding="utf-8") as f:
+        f.write("{not json\n")
+    os.utime(src, (1_700_000_100, 1_700_000_100))
+    with pytest.raises(ValueError, match="line 5"):
+        check_replay_source(src)
+    assert reads == [src]

@@ -103,7 +103,15 @@ def load_replay_source(path: str | Path) -> ReplayOutputs:
 
 def check_replay_source(path: str | Path) -> int:
     """Read and check every record of a replay source before any work (``ValueError`` for a malformed line), holding
-    none of them; returns the number of records."""
+    none of them; returns the number of records read.
+
+    A source whose index is kept in the model cache for its files as they are now (:func:`open_index`: same path,
+    size, mtime and inode, not modified in the last two seconds) was read and checked whole when that index was
+    built: it is not read again (a rebuild would re-read a multi-GB source at paper scale), and the index's number
+    of distinct records is returned."""
+    kept = _kept_index(Path(path))
+    if kept is not None:
+        return kept[1]
     return sum(1 for _ in iter_replay_source(path))
 
 
@@ -194,6 +202,20 @@ def _build_index(source: Path, db: str, key: str) -> tuple[str, int]:
     finally:
         con.close()
     return digest.hexdigest(), records
+
+
+def _kept_index(source: Path) -> tuple[str, int] | None:
+    """``(SQLite file, records)`` of the kept index of ``source`` as it is now, if there is one (never for a source
+    modified in the last two seconds); None otherwise."""
+    try:
+        key, racy = _source_identity(source)
+        if racy:
+            return None
+        kept = _index_dir() / f"{key[:32]}.sqlite"
+        meta = _read_meta(kept, key)
+    except OSError:
+        return None
+    return None if meta is None else (str(kept), meta[1])
 
 
 def open_index(source: Path) -> tuple[str, str, int]:
