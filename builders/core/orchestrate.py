@@ -222,7 +222,9 @@ def data_digest(data: StageData) -> str:
 def _run_fit(step: Step, data: StageData, side: dict[str, StageData], out_dir: Path, work_dir: Path, runner,
              st: StepStats, item_inputs: list[str] | None = None) -> FitRecord:
     """A global stage's ``fit``: cached in ``<stage>/_fit`` under the digests of its inputs (and the content of its
-    per-item input files, which do not key the stage folder), artefacts by path."""
+    per-item input files, which do not key the stage folder), artefacts by path. A refit starts from an empty
+    folder, except for a step that declares ``fit_updates_artefacts`` (it updates the previous fit's artefacts in
+    place; the marker goes first, so a refit cut short is never taken for a finished one)."""
     fit_dir = out_dir / "_fit"
     artefacts = fit_dir / "artefacts"
     key = hash_obj(data_digest(data), {s: data_digest(d) for s, d in sorted(side.items())})
@@ -232,9 +234,12 @@ def _run_fit(step: Step, data: StageData, side: dict[str, StageData], out_dir: P
     if marker.exists() and json.loads(marker.read_text(encoding="utf-8")).get("key") == key:
         st.fit = "cached"
     else:
-        if fit_dir.exists():
+        if step.fit_updates_artefacts and artefacts.is_dir():
+            marker.unlink(missing_ok=True)
+            (fit_dir / "state.json").unlink(missing_ok=True)
+        elif fit_dir.exists():
             shutil.rmtree(fit_dir)
-        artefacts.mkdir(parents=True)
+        artefacts.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         text = state_json(step, runner.run_fit(step, FitInputs(data, side, artefacts, work_dir / "cache")))
         (fit_dir / "state.json").write_text(text, encoding="utf-8")

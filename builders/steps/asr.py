@@ -119,6 +119,8 @@ class Transcribe(ASRStep):
     #: a video's transcript depends on its own transcript slice and media file: a redone shard reads (or decodes and
     #: transcribes) only the videos whose inputs changed
     row_wise = True
+    #: a one-file input's split (the fit's artefact) is re-split where the file changed, not made again
+    fit_updates_artefacts = True
     reads = {"video_id": str}
     writes = {"duration": Any, "transcript_source": str, "asr_model": str, "language": str, "segments": list,
               "words": Any}

@@ -32,21 +32,24 @@ class TranscriptStep(Step):
     stage (the whole file's fingerprint keys the split, ``fit``, alone)."""
 
     item_fields = ("video_id",)
+    #: the split is updated where ``raw_caption.json`` changed (``transcripts.split_once``), not made again
+    fit_updates_artefacts = True
 
     transcripts: Path | None = input_path(per_item=True)
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         """Global stage: a ``raw_caption.json`` is split once into blocks of the wanted videos (artefact
-        ``raw_captions/``, ``transcripts.split_raw_captions``); a WhisperX directory is read in place; no video (a
-        text-only MARC build, no candidate of a corpus dish) reads nothing. A split stopped by a JSON error is in the
-        state (every video it did not reach is then ``malformed_transcript``), so it redoes every shard."""
+        ``raw_captions/``, ``transcripts.split_once``: an edited file is re-split where it changed); a WhisperX
+        directory is read in place; no video (a text-only MARC build, no candidate of a corpus dish) reads nothing. A
+        split stopped by a JSON error is in the state (every video it did not reach is then
+        ``malformed_transcript``), so it redoes every shard."""
         wanted = {r["video_id"] for r in inputs.data.rows(["video_id"])}
         if not wanted:
             return {"kind": "none", "root": None}
         path = Path(self.transcripts)
         if path.is_file():
             root = inputs.artefact_dir / "raw_captions"
-            transcripts.split_raw_captions(path, root, wanted)
+            transcripts.split_once(path, root, wanted)
             index = transcripts.SplitIndex(root)
             index.close()
             return {"kind": "raw", "root": "raw_captions", "split_error": index.error}

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
+import pytest
+
 from builders.core.fingerprint import item_file_sha
 from builders.core.orchestrate import run_pipelines
 from builders.core.records import Out
@@ -219,3 +221,41 @@ def test_a_source_whose_rows_only_point_into_its_inputs_is_listed_into_a_new_fol
     res = run_pipelines(pipes(), tmp_path / "w", LocalRunner(), progress=False, log=lambda *_: None)
     assert res.steps["read_text"].cached_shards == 0 and len(ReadText.calls) == 13
     assert len(list((tmp_path / "w" / "items").glob("00_read_ids-*"))) == 2   # the earlier generation is kept
+
+
+@dataclass(eq=False)
+class LongestKept(Longest):
+    """:class:`Longest` whose fit also appends to an artefact file: it sees what the previous fit left only when
+    the step declares ``fit_updates_artefacts``."""
+
+    name = "longest_kept"
+
+    def fit(self, inputs: FitInputs) -> dict:
+        log = inputs.artefact_dir / "fits.txt"
+        before = log.read_text() if log.is_file() else ""
+        log.write_text(before + "fit\n")
+        return {"longest": super().fit(inputs), "fits_seen": before.count("fit") + 1}
+
+
+@pytest.mark.parametrize("keeps", [False, True])
+def test_a_refit_keeps_its_artefacts_only_when_the_step_updates_them_itself(tmp_path, monkeypatch, keeps):
+    """``fit_updates_artefacts`` (the raw-caption split, re-split where the file changed): a refit in the same stage
+    folder starts from the previous fit's artefacts; any other step's refit starts from an empty folder."""
+    monkeypatch.setattr(LongestKept, "fit_updates_artefacts", keeps)
+    cfg = _setup(tmp_path)
+    _backdate(tmp_path)
+
+    def run():
+        pipes = [Pipeline("items", Ids(ids_file=Path(cfg.ids_file)), [ReadText(texts=Path(cfg.texts)),
+                                                                      LongestKept()], shard_size=4)]
+        return run_pipelines(pipes, tmp_path / "w", LocalRunner(), progress=False, log=lambda *_: None)
+
+    first = run()
+    assert first.fits["longest_kept"].state["fits_seen"] == 1
+    (tmp_path / "texts" / "v00.txt").write_text(" ".join(["w"] * 9))
+    res = run()
+    assert res.steps["longest_kept"].fit == "ran"
+    assert res.fits["longest_kept"].artefact_dir == first.fits["longest_kept"].artefact_dir
+    state = res.fits["longest_kept"].state
+    assert (state["longest"], state["fits_seen"]) == (9, 2 if keeps else 1)
+    assert {r["longest"]["longest"] for r in res.outputs["items"].rows()} == {9}

@@ -59,6 +59,28 @@ def test_a_value_across_many_read_chunks(monkeypatch):
     assert entries(data) == [(f"v{i}", value) for i in range(20)]
 
 
+@pytest.mark.parametrize("ensure_ascii, bom, chunk", [(True, False, 7), (False, True, 7), (False, False, 1 << 20)])
+def test_spans_are_the_byte_offsets_of_each_entry(monkeypatch, ensure_ascii, bom, chunk):
+    """With ``spans=True`` each entry comes with its bytes in the file, from its key's opening quote to its value's
+    end, with multi-byte UTF-8 and a BOM before it and across read chunks; ``plain_member`` reads the same entry."""
+    monkeypatch.setattr(json_entries, "_CHUNK_BYTES", chunk)
+    caps = {f"v{i}": {"text": ["é€😀" * (i % 3), "stir"], "start": [i / 3]} for i in range(12)}
+    text = ("\ufeff" if bom else "") + " {\n" + ",\n ".join(
+        f"{json.dumps(k)} :  {json.dumps(v, ensure_ascii=ensure_ascii)}" for k, v in caps.items()) + "\n} junk"
+    data = text.encode("utf-8")
+    got = list(plain_object_entries(io.BytesIO(data), max_value_chars=1000, max_depth=8, spans=True))
+    assert [(k, v) for k, v, _, _ in got] == list(caps.items())
+    assert [(k, v) for k, v in entries(data)] == list(caps.items())  # the same entries without spans
+    for key, value, start, end in got:
+        piece = data[start:end].decode("utf-8")
+        assert piece.startswith(json.dumps(key)) and piece.endswith("}")
+        assert json_entries.plain_member(piece, 0, max_value_chars=1000, max_depth=8) == (key, value, 0, len(piece))
+    with pytest.raises(NotPlain, match="longer than 10"):
+        json_entries.plain_member('"k": "' + "x" * 20 + '"', 0, max_value_chars=10, max_depth=8)
+    with pytest.raises(NotPlain, match="expected one of ':'"):
+        json_entries.plain_member('"k" 1', 0, max_value_chars=10, max_depth=8)
+
+
 def _split(src: Path, out: Path, careful: bool, monkeypatch) -> tuple[dict, list, dict]:
     with monkeypatch.context() as m:
         if careful:
@@ -69,6 +91,8 @@ def _split(src: Path, out: Path, careful: bool, monkeypatch) -> tuple[dict, list
     con.close()
     blocks = {p.name: p.read_bytes() for p in sorted(out.glob("block-*.jsonl"))}
     marker = json.loads((out / SPLIT_MARKER).read_text())
+    plain = marker.pop("plain")  # only the C-speed reader records what an incremental re-split needs
+    assert (plain is None) == careful
     return counts, index, {"blocks": blocks, "marker": marker}
 
 

@@ -4,7 +4,8 @@
 The raw-caption file is large (one JSON object over all videos), so :func:`split_raw_captions` streams it once (at C
 speed when plain, else with ``ijson``) into blocks of 1,000 videos with an id index (:class:`SplitIndex`); the stores
 then read one video at a time. The whole-file check (:func:`check_raw_caption_file`) runs before any work: an unusable
-file stops the build (docs/reason-codes.md).
+file stops the build (docs/reason-codes.md). An edited plain file is re-split only where it changed
+(:mod:`.raw_caption_resplit`, called by :func:`split_once`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+from array import array
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 SPLIT_MARKER = "_split_done.json"
 RAW_CAPTIONS_DIR = "raw_captions"
-SPLIT_LAYOUT = "blocks-v1"  # block-NNNNN.jsonl + index.sqlite (a split of another layout is made again)
+SPLIT_LAYOUT = "blocks-v2"  # block-NNNNN.jsonl + index.sqlite with spans (a split of another layout is made again)
 BLOCK_VIDEOS = 1000  # videos a block file of a split
 INDEX_FILE = "index.sqlite"
 
@@ -152,8 +154,16 @@ class _BlockWriter:
             self._f = self._tmp = None
 
 
-def _write_index(root: Path, entries: dict[str, tuple[int, int, int, str, str]]) -> None:
-    """The split's ``index.sqlite``: ``video_id -> (block, offset, length, sha256, error)``, written atomically."""
+SPANS_TABLE = ("CREATE TABLE spans (start INTEGER PRIMARY KEY, end INTEGER NOT NULL, video_id TEXT, "
+               "kind TEXT NOT NULL)")
+
+
+def _write_index(root: Path, entries: dict[str, tuple[int, int, int, str, str]],
+                 spans: Iterable[tuple[int, int, str | None, str]] = ()) -> None:
+    """The split's ``index.sqlite``: ``video_id -> (block, offset, length, sha256, error)`` (table ``videos``) and,
+    for a plain file, each entry's bytes in the source (table ``spans``: ``start, end, video_id, kind``; ``kind`` is
+    ``''`` for a video kept, else the count it went to, ``bad_id`` or ``skipped_unwanted``, with no id), written
+    atomically. The spans let :mod:`.raw_caption_resplit` re-split only the changed part of an edited file."""
     import sqlite3
 
     tmp = root / f".{INDEX_FILE}.{os.getpid()}.tmp"
@@ -164,6 +174,8 @@ def _write_index(root: Path, entries: dict[str, tuple[int, int, int, str, str]])
                     "length INTEGER, sha256 TEXT, error TEXT) WITHOUT ROWID")
         con.executemany("INSERT INTO videos VALUES (?, ?, ?, ?, ?, ?)",
                         ((vid, *e) for vid, e in sorted(entries.items())))
+        con.execute(SPANS_TABLE)
+        con.executemany("INSERT INTO spans VALUES (?, ?, ?, ?)", spans)
         con.commit()
     finally:
         con.close()
@@ -197,7 +209,9 @@ def split_raw_captions(
     truncated download) stops the split: what was read is kept, ``json_error`` is 1, the video being read is
     recorded as malformed, the marker records the error and every video not found is then ``malformed_transcript``
     (the file could not be read to its end), not ``no_transcript``. A marker ``SPLIT_MARKER`` with the source's
-    size/mtime, the layout, the counts and the error is written last. Raises
+    size/mtime, the layout, the counts and the error is written last; for a plain file it also holds the sha1 of each
+    chunk of the source, the caps and the number of repeated ids, and the index each entry's bytes in the source
+    (table ``spans``), which let :mod:`.raw_caption_resplit` re-split an edit in part. Raises
     :class:`~builders.core.errors.InputError` for a file that is not a JSON object. Returns the counts.
     """
     src = Path(path)
@@ -209,8 +223,8 @@ def split_raw_captions(
     max_bytes = transcript.MAX_TRANSCRIPT_BYTES
     fast = _split_plain(src, out, wanted_ids, max_bytes)
     if fast is not None:
-        entries, counts, too_big, last_block = fast
-        return _finish_split(src, out, wanted_ids, entries, counts, too_big, last_block, "")
+        entries, counts, last_block, spans, plain = fast
+        return _finish_split(src, out, wanted_ids, entries, counts, 0, last_block, "", spans, plain)
     counts = {"videos": 0, "skipped_unwanted": 0, "bad_id": 0, "json_error": 0}
     too_big = 0
     error = ""
@@ -258,36 +272,66 @@ def split_raw_captions(
 
 def _skip_video(video_id: Any, wanted_ids: set[str] | None, counts: dict[str, int]) -> bool:
     """Whether the split leaves this entry out (an unsafe id or one not wanted), counting it."""
+    return bool(_skip_reason(video_id, wanted_ids, counts))
+
+
+def _skip_reason(video_id: Any, wanted_ids: Iterable[str] | None, counts: dict[str, int]) -> str:
+    """Why the split leaves this entry out, counted under that name (``bad_id``: an unsafe id, logged for the first
+    ten; ``skipped_unwanted``: one not wanted), or ``''`` when it is kept."""
     if not is_valid_video_id(video_id):
         counts["bad_id"] += 1
         if counts["bad_id"] <= 10:
             logger.warning("raw captions: ignoring unsafe video id %r", str(video_id)[:80])
-        return True
+        return "bad_id"
     if wanted_ids is not None and video_id not in wanted_ids:
         counts["skipped_unwanted"] += 1
-        return True
-    return False
+        return "skipped_unwanted"
+    return ""
+
+
+def plain_limits(max_bytes: int) -> dict[str, int]:
+    """The caps of the C-speed reader for a ``MAX_TRANSCRIPT_BYTES`` of ``max_bytes`` (kept in the marker: a split
+    made under other caps is never re-split in part)."""
+    return {"max_value_chars": min(8 << 20, max_bytes // 8), "max_depth": MAX_JSON_DEPTH}
 
 
 def _split_plain(src: Path, out: Path, wanted_ids: set[str] | None, max_bytes: int) -> tuple[
-        dict[str, tuple[int, int, int, str, str]], dict[str, int], int, int] | None:
-    """The split of a plain file at C speed (``builders/sources/json_entries.py``): ``(entries, counts, too_big,
-    last block)``, or None when the file needs the careful reader (its blocks are then written again). A value is
-    taken here only when it is far below ``max_bytes`` (at most an eighth, in characters: the careful reader's size
-    estimate is at most four times a value's length), so both readers keep and refuse the same videos."""
+        dict[str, tuple[int, int, int, str, str]], dict[str, int], int, Iterable[tuple[int, int, str | None, str]],
+        dict[str, Any]] | None:
+    """The split of a plain file at C speed (``builders/sources/json_entries.py``): ``(entries, counts, last block,
+    spans, plain)`` (``spans``: each entry's bytes in the file, see :func:`_write_index`; ``plain``: the marker's
+    record for an incremental re-split, see :mod:`.raw_caption_resplit`), or None when the file needs the careful
+    reader (its blocks are then written again). A value is taken here only when it is far below ``max_bytes`` (at most
+    an eighth, in characters: the careful reader's size estimate is at most four times a value's length), so both
+    readers keep and refuse the same videos."""
     from builders.sources.json_entries import NotPlain, plain_object_entries
+
+    from . import raw_caption_resplit as resplit
 
     counts = {"videos": 0, "skipped_unwanted": 0, "bad_id": 0, "json_error": 0}
     entries: dict[str, tuple[int, int, int, str, str]] = {}
+    starts, ends = array("q"), array("q")  # the spans, 32 bytes an entry (not a tuple each: 370,000 entries)
+    span_ids: list[str | None] = []
+    kinds: list[str] = []
+    repeated = 0
+    limits = plain_limits(max_bytes)
     blocks = _BlockWriter(out)
     try:
         with _open_raw_captions(src) as f:
-            for video_id, value in plain_object_entries(f, max_value_chars=min(8 << 20, max_bytes // 8),
-                                                        max_depth=MAX_JSON_DEPTH):
-                if _skip_video(video_id, wanted_ids, counts):
+            hashed = resplit.ChunkHasher(f)
+            for video_id, value, start, end in plain_object_entries(hashed, spans=True, **limits):
+                why = _skip_reason(video_id, wanted_ids, counts)
+                starts.append(start)
+                ends.append(end)
+                kinds.append(why)
+                if why:
+                    span_ids.append(None)
                     continue
+                span_ids.append(video_id)
+                repeated += video_id in entries
                 entries[video_id] = (*blocks.add(json.dumps(value).encode("utf-8")), "")
                 counts["videos"] += 1
+            chunks = hashed.finish()
         blocks.close()
     except NotPlain as why:
         blocks.abort()
@@ -296,21 +340,25 @@ def _split_plain(src: Path, out: Path, wanted_ids: set[str] | None, max_bytes: i
     except BaseException:
         blocks.abort()
         raise
-    return entries, counts, 0, blocks.block
+    plain = {"chunk_bytes": hashed.chunk_bytes, "chunks": chunks, "repeated_ids": repeated, "limits": limits}
+    return entries, counts, blocks.block, zip(starts, ends, span_ids, kinds), plain
 
 
 def _finish_split(src: Path, out: Path, wanted_ids: set[str] | None,
                   entries: dict[str, tuple[int, int, int, str, str]], counts: dict[str, int], too_big: int,
-                  last_block: int, error: str) -> dict[str, int]:
-    """Remove blocks past ``last_block``, write the index and then the marker; returns the counts."""
+                  last_block: int, error: str, spans: Iterable[tuple[int, int, str | None, str]] = (),
+                  plain: dict[str, Any] | None = None) -> dict[str, int]:
+    """Remove blocks past ``last_block``, write the index and then the marker (with ``plain``, the record of a plain
+    file's split that lets a later edit be re-split in part); returns the counts."""
     for stale in out.glob("block-*.jsonl"):  # blocks of an earlier, longer split of another file
         if stale.name > block_path(out, last_block).name:
             stale.unlink()
-    _write_index(out, entries)
+    _write_index(out, entries, spans)
     if too_big:
         counts["too_big"] = too_big
     marker = _split_marker(src, wanted_ids, counts)
     marker["error"] = error
+    marker["plain"] = plain
     _write_atomic(out / SPLIT_MARKER, json.dumps(marker).encode("utf-8"))
     return counts
 
@@ -437,7 +485,13 @@ def _read_marker(root: Path) -> dict[str, Any] | None:
 
 def split_once(src: Path, out: Path, wanted_ids: Iterable[str] | None) -> None:
     """Split a one-file input into ``out`` unless the split there already comes from the same file and ids (the
-    split caps each video's nesting depth and size while streaming: one bad video is ``malformed_transcript``)."""
-    if _marker_key(_read_marker(out)) == _marker_key(_split_marker(src, wanted_ids, None)):
+    split caps each video's nesting depth and size while streaming: one bad video is ``malformed_transcript``). A
+    plain file edited since its split is re-split in part when it can be
+    (:func:`~builders.sources.transcripts.raw_caption_resplit.resplit_raw_captions`), else whole."""
+    from .raw_caption_resplit import resplit_raw_captions
+
+    wanted = None if wanted_ids is None else set(wanted_ids)
+    if _marker_key(_read_marker(out)) == _marker_key(_split_marker(src, wanted, None)):
         return
-    split_raw_captions(src, out, wanted_ids)
+    if resplit_raw_captions(src, out, wanted) is None:
+        split_raw_captions(src, out, wanted)

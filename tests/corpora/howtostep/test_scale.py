@@ -68,7 +68,11 @@ def _kept_video(root: Path) -> str:
 
 
 @pytest.mark.parametrize("fmt", ["htm_raw", "whisperx"])
-def test_editing_one_caption_reruns_only_the_shards_holding_it(tmp_path, fmt):
+def test_editing_one_caption_reruns_only_the_shards_holding_it(tmp_path, fmt, monkeypatch, caplog):
+    from builders.sources.transcripts import raw_caption_resplit
+
+    monkeypatch.setattr(raw_caption_resplit, "CHUNK_BYTES", 512)  # pieces small enough for 12 videos
+    caplog.set_level("INFO", logger=raw_caption_resplit.__name__)
     made, args = _inputs(tmp_path, 12, fmt)
     root = _build(tmp_path / "out", args)
     n = stats(root)["steps"]["transcribe"]["shards"]
@@ -91,7 +95,10 @@ def test_editing_one_caption_reruns_only_the_shards_holding_it(tmp_path, fmt):
         data = json.loads(path.read_text())
         data["segments"] = [{**seg, "start": seg["start"] + 1, "end": seg["end"] + 1} for seg in data["segments"]]
         path.write_text(json.dumps(data))
+    caplog.clear()
     root = _build(tmp_path / "out", args)
+    if fmt == "htm_raw":  # Transcribe's refit re-split the edited part of raw_caption.json only
+        assert [m for m in caplog.messages if "re-split 1 of 12 videos" in m], caplog.messages
     steps = stats(root)["steps"]
     assert {k: steps[k]["computed_shards"] for k in PER_VIDEO} == {k: 1 for k in PER_VIDEO}
     assert {k: steps[k]["computed_shards"] for k in ("read_metadata", "heldout_split")} == {"read_metadata": 0,
