@@ -43,12 +43,20 @@ class Out:
 
     Steps call ``keep``, ``drop`` and ``count``; the runner turns the result into shard files and statistics.
     Counters are for events that do not remove a row (``bad_segment``, ``unknown_task_id``, ...).
+
+    A ``row_wise_batch`` step (builders/core/step.py) sets ``item`` to the id of the input row it is working on
+    before counting for it: ``count`` then also adds to ``item_counters[item]``, the per-row counters that the row
+    memo records (builders/core/row_reuse.py; docs/architecture.md, "Caching"). While ``item`` is None (every other
+    step) nothing else changes.
     """
 
     stage: str
     rows: list[Row] = field(default_factory=list)
     drops: list[Drop] = field(default_factory=list)
     counters: Counter = field(default_factory=Counter)
+    #: the id of the input row whose counters ``count`` records now (keyed as ``str``); None: not attributed
+    item: Any = None
+    item_counters: dict[str, Counter] = field(default_factory=dict)
 
     def keep(self, row: Row) -> None:
         self.rows.append(row)
@@ -59,6 +67,16 @@ class Out:
     def count(self, name: str, n: int = 1) -> None:
         if n:
             self.counters[name] += int(n)
+            if self.item is not None:
+                self.item_counters.setdefault(str(self.item), Counter())[name] += int(n)
+
+    def unattributed(self) -> dict[str, int]:
+        """The counters not attributed to an item (``counters`` less the sum of ``item_counters``): empty when every
+        count was made under an ``item``."""
+        rest = Counter(self.counters)
+        for c in self.item_counters.values():
+            rest.subtract(c)
+        return {k: v for k, v in sorted(rest.items()) if v}
 
 
 @dataclass(frozen=True, slots=True)

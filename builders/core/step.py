@@ -181,8 +181,18 @@ class Step(_Parametrised):
     #: each input row's kept rows, drops and counters depend on that row alone (its content, its per-item inputs),
     #: the parameters and the fitted state, and ``process`` treats its rows one by one: a redone shard then reuses
     #: the outputs of its unchanged rows (builders/core/row_reuse.py). Declare it on steps whose rows are costly
-    #: (language detection, sentencification); not for fan-out steps or steps that batch rows through a model
+    #: (language detection, sentencification); not for fan-out steps. A step that batches rows (through a model, into
+    #: one store file) also declares ``row_wise_batch``
     row_wise: ClassVar[bool] = False
+    #: with ``row_wise``: ``process`` attributes every counter to the row it is working on (it sets ``out.item`` to
+    #: the row's id before that row's work, builders/core/records.py), so the changed rows of a redone shard are
+    #: processed as ONE batch and a fresh shard in one call, as without ``row_wise`` (visual features, Stage 1).
+    #: Counters left unattributed are a bug of the step: the runner raises (docs/architecture.md, "Caching")
+    row_wise_batch: ClassVar[bool] = False
+    #: ``fit`` brings its artefact folder up to date itself (a split of ``raw_caption.json`` that re-splits an edit
+    #: in part, builders/sources/transcripts/raw_caption_resplit.py): a refit keeps the folder of the previous fit
+    #: instead of starting from an empty one (builders/core/orchestrate.py ``_run_fit``)
+    fit_updates_artefacts: ClassVar[bool] = False
     #: the row contract: fields read from the input rows and fields the kept rows gain (name -> type; ``Any`` when
     #: loose); None = not declared (the check is skipped from there on)
     reads: ClassVar[Mapping[str, Any] | None] = None

@@ -4,7 +4,7 @@ the rows whose content or per-item input changed, and writes the shard a full re
 from __future__ import annotations
 
 import hashlib
-import json
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,7 +15,7 @@ from builders.core.orchestrate import run_pipelines
 from builders.core.records import Out
 from builders.core.row_reuse import MEMO_KEY
 from builders.core.runners import LocalRunner, StageTask, run_shard
-from builders.core.shards import read_stats, write_shard
+from builders.core.shards import read_rows, read_stats, write_shard
 from builders.core.step import FitInputs, Pipeline, Step
 
 from .test_invalidation import Ids, ReadText
@@ -225,7 +225,10 @@ def test_the_memo_records_each_rows_digest_and_counters(tmp_path):
     stats = run_shard(task, 0)
     memo = stats[MEMO_KEY]
     assert set(memo) == {"a", "b"} and memo["a"][1] == {"long": 1} and memo["b"][1] == {"short": 1}
-    want = hashlib.sha256(json.dumps(rows[0], sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+    # the digest of the row as the shard reader returns it: its pickle (protocol 5)
+    as_read = read_rows(src, 0)[0]
+    assert as_read == rows[0] and list(as_read) == ["id", "words"]
+    want = hashlib.sha256(pickle.dumps(as_read, protocol=5)).hexdigest()[:32]
     assert memo["a"][0] == want
     # a changed row: only it is processed; the other's counters come from the memo
     write_shard(src, 0, [rows[0], {"id": "b", "words": ["p", "q", "r", "s"]}], [],

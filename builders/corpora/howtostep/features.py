@@ -11,7 +11,9 @@ files and 0.7 MB a video): computed and repaired arrays as fp16 rows of ``<diges
 and simulated features as what they are defined from, each narration's ``[start, end, g(text)]`` in
 ``<digest>.sim.npy`` (``kind`` ``simulated``), regenerated bit for bit by :func:`load_row_features` (a quarter of the
 bytes or less, and no ``[T, 768]`` product in this step). Store files are named by the digest of their content, so
-rows of an earlier result never see a file change under them.
+rows of an earlier result never see a file change under them. The step is ``row_wise_batch``: a shard redone after
+one video changed processes that video alone and stores it in a new small block, while its other rows keep naming
+the block they were stored in (the features loaded are those of a full recomputation; builders/core/row_reuse.py).
 
 Drops (docs/reason-codes.md): ``missing_features``, ``bad_features`` (also more than ``feature_max_bad_share`` rows
 holding NaN/Inf or a value beyond ``feature_max_abs``, in a file or computed), ``feature_duration_mismatch`` (a
@@ -114,6 +116,9 @@ class VisualFeatures(Step):
     name = "visual_features"
     version = "3"
     id_field = "video_id"
+    # a redone shard processes only its changed videos, in one call (one store block: builders/core/row_reuse.py)
+    row_wise = True
+    row_wise_batch = True
     reads = {"video_id": str, "duration": Any, "narrations": list}
     writes = {"features_path": str, "features_rows": Any, "features_kind": str, "features_digest": Any,
               "num_frames": int, "visual_features": str, "duration": Any}
@@ -200,7 +205,7 @@ class VisualFeatures(Step):
 
         done: list[tuple[Row, tuple[Path | str, Any], int, str]] = []
         for r in rows:
-            vid = r["video_id"]
+            vid = out.item = r["video_id"]  # its counters are its own (row_wise_batch)
             try:
                 where, T, source = self._features(r, out)
             except FeatureFileError as e:
@@ -212,6 +217,7 @@ class VisualFeatures(Step):
             done.append((r, where, T, source))
         refs = self._store([where for _, where, _, _ in done])
         for (r, _, T, source), (path, span, kind, digest) in zip(done, refs):
+            out.item = r["video_id"]
             dur = r.get("duration")
             if dur is not None and abs(T - dur) > LENGTH_COUNTER_S:  # within the tolerance: proceed with T
                 out.count("feature_length_mismatch")

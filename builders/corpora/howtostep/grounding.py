@@ -100,6 +100,10 @@ class Stage1(_TowerStep):
 
     name = "stage1"
     version = "1"
+    # each video's windows depend on its row alone (its features by content-named reference): a redone shard
+    # processes only its changed videos, in one call (builders/core/row_reuse.py)
+    row_wise = True
+    row_wise_batch = True
     reads = {"video_id": str, "steps": list, "narrations": list, "visual_features": str, **FEATURE_REF}
     writes = {"steps": list}
 
@@ -131,6 +135,7 @@ class Stage1(_TowerStep):
         from ...ops import step_timestamps as st
 
         for r in rows:
+            out.item = r["video_id"]  # its counters are its own (row_wise_batch)
             steps, narr = r["steps"], r["narrations"]
             T = _t_eff(r, self.max_vlen)
             s_emb = self.g.encode([s["text"] for s in steps])
