@@ -11,7 +11,7 @@ pipeline turns into a counted drop.
 
 Modules: :mod:`.transcript` (the :class:`Transcript`, :class:`TranscriptError`, the caps, one video's JSON and raw
 caption lists), :mod:`.raw_caption_split` (the split and :class:`SplitIndex`; :mod:`.careful_reader` streams a file
-that is not plain), :mod:`.whisperx` (the one WhisperX parser, shared with :mod:`builders.sources.narrations`),
+that is not plain; :mod:`.raw_caption_resplit` re-splits an edited plain file where it changed), :mod:`.whisperx` (the one WhisperX parser, shared with :mod:`builders.sources.narrations`),
 :mod:`.stop_words` (the caption.json check) and :mod:`.stores` (the per-video stores). The public names are importable
 from this package; the caps are read at call time where they are defined (``transcript.MAX_TRANSCRIPT_BYTES``,
 ``raw_caption_split.BLOCK_VIDEOS``): change them there, not here.
