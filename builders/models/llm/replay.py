@@ -204,6 +204,11 @@ def _build_index(source: Path, db: str, key: str) -> tuple[str, int]:
     return digest.hexdigest(), records
 
 
+def _kept_path(key: str) -> Path:
+    """Where the index of the source with identity ``key`` (:func:`_source_identity`) is kept in the model cache."""
+    return _index_dir() / f"{key[:32]}.sqlite"
+
+
 def _kept_index(source: Path) -> tuple[str, int] | None:
     """``(SQLite file, records)`` of the kept index of ``source`` as it is now, if there is one (never for a source
     modified in the last two seconds); None otherwise."""
@@ -211,7 +216,7 @@ def _kept_index(source: Path) -> tuple[str, int] | None:
         key, racy = _source_identity(source)
         if racy:
             return None
-        kept = _index_dir() / f"{key[:32]}.sqlite"
+        kept = _kept_path(key)
         meta = _read_meta(kept, key)
     except OSError:
         return None
@@ -231,7 +236,7 @@ def open_index(source: Path) -> tuple[str, str, int]:
     kept = None
     if not racy:
         with contextlib.suppress(OSError):
-            kept = _index_dir() / f"{key[:32]}.sqlite"
+            kept = _kept_path(key)
             meta = _read_meta(kept, key)
             if meta is not None:
                 _OPENED[key] = (str(kept), *meta)

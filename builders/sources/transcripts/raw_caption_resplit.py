@@ -188,9 +188,9 @@ def resplit_raw_captions(src: str | Path, out: str | Path, wanted_ids: set[str] 
         return _resplit(src, out, wanted_ids)
     except _Whole as why:
         logger.info("raw captions %s: split whole (%s)", src.name, why)
-    except Exception as err:  # a missing or corrupt split, an unreadable file: the full split names any real problem
-        logger.info("raw captions %s: split whole (the earlier split could not be updated: %s: %s)", src.name,
-                    type(err).__name__, str(err)[:200])
+    except Exception as err:  # a corrupt split, an unreadable file: the full split names any real problem
+        logger.warning("raw captions %s: split whole (the earlier split could not be updated: %s: %s)", src.name,
+                       type(err).__name__, str(err)[:200])
     return None
 
 
@@ -286,11 +286,8 @@ def _plan(con: sqlite3.Connection, counts: dict[str, int], prefix: int, suffix: 
         "SELECT start, end, video_id, kind FROM spans WHERE start >= ? AND start < ? ORDER BY start",
         (a_old or 0, old_size + 1 if s_old is None else s_old))]
     ids = [r[2] for r in old_rows if not r[3]]
-    old_videos: dict[str, tuple[Any, ...]] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        old_videos.update({r[0]: tuple(r[1:]) for r in con.execute(
-            f"SELECT {_VIDEO_COLUMNS} FROM videos WHERE video_id IN ({','.join('?' * len(part))})", part)})
+    query = f"SELECT {_VIDEO_COLUMNS} FROM videos"
+    old_videos: dict[str, tuple[Any, ...]] = {r[0]: tuple(r[1:]) for r in rcs.videos_where_in(con, query, ids)}
     if len(old_videos) != len(ids):
         raise _Whole("the index lacks a video of its spans")
     return a_old, s_old, old_rows, old_videos
@@ -311,16 +308,13 @@ def _classify(con: sqlite3.Connection, middle: Iterator[tuple[str, Any, int, int
             raise _Whole(f"the id {key!r} is repeated")
         seen.add(key)
         counts["videos"] += 1
-        data = json.dumps(value).encode("utf-8")
+        data = rcs.video_bytes(value)
         old = old_videos.get(key)
         keep = old if old is not None and not old[4] and old[3] == hashlib.sha256(data).hexdigest() else None
         rows.append((start, end, key, "", keep, data))
     others = sorted(seen - set(old_videos))
-    for i in range(0, len(others), 500):
-        part = others[i:i + 500]
-        if con.execute(f"SELECT 1 FROM videos WHERE video_id IN ({','.join('?' * len(part))}) LIMIT 1",
-                       part).fetchone():
-            raise _Whole("a changed video repeats an unchanged one's id")
+    if any(True for _ in rcs.videos_where_in(con, "SELECT 1 FROM videos", others)):
+        raise _Whole("a changed video repeats an unchanged one's id")
     return rows
 
 

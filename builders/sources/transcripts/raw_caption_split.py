@@ -15,7 +15,7 @@ import json
 import logging
 import os
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,21 @@ def check_raw_caption_file(path: str | Path) -> None:
         return
     _require_raw_caption_file(src)
     _check_json_object_file(src)
+
+
+def videos_where_in(con: Any, select: str, video_ids: list[str]) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``select`` (a query of the index's ``videos`` table) ``WHERE video_id IN (video_ids)``, at most
+    500 ids a query (SQLite's limit of bound parameters), fetched lazily."""
+    for i in range(0, len(video_ids), 500):
+        part = video_ids[i:i + 500]
+        yield from con.execute(f"{select} WHERE video_id IN ({','.join('?' * len(part))})", part)
+
+
+def video_bytes(value: Any) -> bytes:
+    """A video's value as the split stores it (and as its sha256 keys its rows): compact-enough JSON, UTF-8. Every
+    reader of the split (the C-speed one, the careful one, the incremental re-split) writes through here, so an
+    unchanged value keeps its digest whichever read it."""
+    return json.dumps(value).encode("utf-8")
 
 
 def block_path(root: str | Path, block: int) -> Path:
@@ -252,7 +267,7 @@ def split_raw_captions(
                         too_big += 1
                         entries[video_id] = (-1, 0, 0, "", problem)
                     else:
-                        entries[video_id] = (*blocks.add(json.dumps(obj).encode("utf-8")), "")
+                        entries[video_id] = (*blocks.add(video_bytes(obj)), "")
                     counts["videos"] += 1
             except (ijson.JSONError, ValueError, StopIteration) as err:  # ValueError: bad bytes (pure Python)
                 counts["json_error"] = 1
@@ -329,7 +344,7 @@ def _split_plain(src: Path, out: Path, wanted_ids: set[str] | None, max_bytes: i
                     continue
                 span_ids.append(video_id)
                 repeated += video_id in entries
-                entries[video_id] = (*blocks.add(json.dumps(value).encode("utf-8")), "")
+                entries[video_id] = (*blocks.add(video_bytes(value)), "")
                 counts["videos"] += 1
             chunks = hashed.finish()
         blocks.close()
@@ -407,10 +422,7 @@ class SplitIndex:
         if db is None or not ids:
             return {}
         out: dict[str, tuple[int, int, int, str, str]] = {}
-        for i in range(0, len(ids), 500):  # SQLite's limit of bound parameters
-            part = ids[i:i + 500]
-            q = f"SELECT * FROM videos WHERE video_id IN ({','.join('?' * len(part))})"
-            out.update({r[0]: tuple(r[1:]) for r in db.execute(q, part)})
+        out.update({r[0]: tuple(r[1:]) for r in videos_where_in(db, "SELECT * FROM videos", ids)})
         return out
 
     def has(self, video_id: str) -> bool:
