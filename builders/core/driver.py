@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from . import workdir
 from .config import ConfigError, apply_overrides, parse_sets, read_config_file
 from .corpus import Corpus, sample_shard_size
+from .repair import Repairs, damaged_in
 
 if TYPE_CHECKING:
     from .orchestrate import BuildResult
@@ -252,9 +253,6 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
     keep = options.keep_generations
     if keep < 1:
         raise workdir.WorkDirError(f"--keep-generations must be >= 1, got {keep}")
-    from .orchestrate import run_pipelines   # pyarrow and the runners: imported when a build runs
-    from .runners import ExecPolicy, make_runner
-    from .shards import StageData
     from .step import check_release_reads
 
     workdir.prepare(work_dir, corpus.NAME)
@@ -263,26 +261,23 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
             workdir.fresh(work_dir, protect=[Path.cwd(), out_root / corpus.NAME])
         default_size = sample_shard_size(corpus) if sample else None
         shard_size = options.shard_size or default_size or corpus.DEFAULT_SHARD_SIZE
-        policy = ExecPolicy(retries=options.retries, retry_errors=options.retry_errors)
         pipes = corpus.pipelines(cfg, shard_size)   # assembled and checked before a runner (Ray) starts
         reads = getattr(corpus, "RELEASE_READS", None)
         check_release_reads(pipes, reads)
-        runner = make_runner(options.engine, options.workers, options.ray_address, options.gpus)
+        repairs = Repairs(work_dir)
         t0 = time.perf_counter()
-        try:
-            result = run_pipelines(pipes, work_dir, runner, progress=options.progress, policy=policy,
-                                   max_error_rate=rate, keep_generations=keep)
-        finally:
-            runner.close()
-        for name, fields in (reads or {}).items():   # the release reads what it declared, and nothing else
-            out = result.outputs[name]
-            result.outputs[name] = StageData(out.dir, out.n, columns=list(fields))
-        build_seconds = time.perf_counter() - t0
-        info = {"sample": sample, "engine": options.engine, "workers": options.workers, "shard_size": shard_size,
-                "build_seconds": round(build_seconds, 2), "work_dir": str(work_dir)}
-        t1 = time.perf_counter()
-        release = corpus.release(result, cfg, out_root / corpus.NAME, info)
-        release_seconds = time.perf_counter() - t1
+        while True:   # a damaged cache file found on the way is forgotten, and the build goes again (core/repair.py)
+            try:
+                result, release, build_seconds, release_seconds = _build_once(
+                    corpus, cfg, options, pipes, reads, work_dir, out_root, sample, shard_size, repairs)
+                break
+            except Exception as err:  # noqa: BLE001 - only a damaged cache is handled; the rest is raised as it came
+                damaged = damaged_in(err)
+                if damaged is None:
+                    raise
+                repairs.forget(damaged, err)
+                pipes = corpus.pipelines(cfg, shard_size)   # fresh steps for the next pass
+        build_seconds = time.perf_counter() - t0 - release_seconds
     out_dir = out_root / corpus.NAME
     stats_file = out_dir / "stats.json"
     stats = json.loads(stats_file.read_text(encoding="utf-8")) if stats_file.is_file() else {}
@@ -290,6 +285,33 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
         corpus=corpus.NAME, release=out_dir, rows={c: dict(splits) for c, splits in release.items()}, stats=stats,
         summary=format_summary(corpus.NAME, result, release, build_seconds, release_seconds, out_dir),
         up_to_date=bool(getattr(release, "up_to_date", False)), sample=sample, work_dir=work_dir)
+
+
+def _build_once(corpus: Corpus, cfg: Any, options: BuildOptions, pipes: list, reads: Mapping[str, Any] | None,
+                work_dir: Path, out_root: Path, sample: bool, shard_size: int, repairs: Repairs) -> tuple:
+    """One pass of the pipelines and the release: ``(result, release, build seconds, release seconds)``."""
+    from .orchestrate import run_pipelines   # pyarrow and the runners: imported when a build runs
+    from .runners import ExecPolicy, make_runner
+    from .shards import StageData
+
+    policy = ExecPolicy(retries=options.retries, retry_errors=options.retry_errors)
+    runner = make_runner(options.engine, options.workers, options.ray_address, options.gpus)
+    t0 = time.perf_counter()
+    try:
+        result = run_pipelines(pipes, work_dir, runner, progress=options.progress, policy=policy,
+                               max_error_rate=options.max_error_rate, keep_generations=options.keep_generations)
+    finally:
+        runner.close()
+    result.repaired = list(repairs.files)
+    for name, fields in (reads or {}).items():   # the release reads what it declared, and nothing else
+        out = result.outputs[name]
+        result.outputs[name] = StageData(out.dir, out.n, columns=list(fields))
+    build_seconds = time.perf_counter() - t0
+    info = {"sample": sample, "engine": options.engine, "workers": options.workers, "shard_size": shard_size,
+            "build_seconds": round(build_seconds, 2), "work_dir": str(work_dir)}
+    t1 = time.perf_counter()
+    release = corpus.release(result, cfg, out_root / corpus.NAME, info)
+    return result, release, build_seconds, time.perf_counter() - t1
 
 
 def format_summary(name: str, result: BuildResult, release: dict[str, dict[str, int]], build_s: float,

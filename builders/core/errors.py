@@ -47,6 +47,21 @@ class ShardUnfinished(RuntimeError):
         return (ShardUnfinished, (self.stage, self.shard, self.cause))
 
 
+class DamagedCache(RuntimeError):
+    """A cache file of the build (a work shard, a release part, a feature block, a cached model output) is not what
+    was written: its sha256 or a page checksum differs, it is cut short or no longer decodes. Never a user error: the
+    reader treats the entry as missing and recomputes it (``builders.core.checked``)."""
+
+    def __init__(self, path: object, why: str):
+        super().__init__(f"{path}: damaged cache file: {why}")
+        self.path, self.why = str(path), why
+        #: the ``stats.json`` of the work shards whose rows name this file (``builders.core.repair.owners_of``)
+        self.owners: list[str] = []
+
+    def __reduce__(self):  # picklable across process pools
+        return (DamagedCache, (self.path, self.why))
+
+
 class BuildIncomplete(RuntimeError):
     """Some shards of a stage stayed unfinished (transient failures): the build stops; a rerun retries them."""
 

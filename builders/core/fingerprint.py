@@ -10,8 +10,16 @@ directory (UTF-8) followed by the hex sha256 of the file. These are the values o
 caches keyed by them stay valid. Walking follows ``os.walk(followlinks=False)``: a symbolic link to a *file* is
 followed (the target's content counts, under the link's name); a symbolic link to a *directory* is not descended
 and does not count, so link cycles cannot loop (a bind-mounted folder that contains itself is skipped the same
-way). Sockets, FIFOs and device files are skipped. A dangling link, a file or folder that cannot be read raises an
-``OSError`` naming it (never a silent partial fingerprint). The directory given itself may be a link.
+way). Sockets, FIFOs and device files are skipped (never opened). The directory given itself may be a link; if it
+cannot be listed, an ``OSError`` names it.
+
+**Bad entries.** An entry below the directory that cannot be fingerprinted (a dangling link, a loop of links, a
+file or sub-folder that cannot be read) does not stop the fingerprint: it counts as its relative path followed by
+``!`` and the name of its problem (:func:`error_problem`, e.g. ``!dangling symbolic link``) instead of a content
+hash, and is listed under ``"unreadable"`` in the result. A directory of good entries only keeps the value above;
+adding, fixing or removing a bad entry changes it. The readers of input directories drop such entries, and special
+files, by name (``unreadable_input_entry``, docs/reason-codes.md). A file given directly that cannot be read, or
+the directory given when it cannot be listed, still raises.
 
 **Memo.** :class:`FingerprintMemo` (one SQLite file, WAL, several processes may share it) remembers each file's
 hash under its absolute path with the (size, mtime_ns, inode) it had when read. With a memo, a directory is walked
@@ -292,12 +300,57 @@ def _scan(d: bytes) -> list[os.DirEntry[bytes]]:
         raise _os_error(e, "input folder", d) from e
 
 
-def _dir_fingerprint(top: bytes, hasher: _Hasher) -> tuple[int, str]:
-    """(number of files, sha256) of the directory ``top`` (absolute, normalised, bytes)."""
+_FILE_TYPES = ((stat_mod.S_ISFIFO, "FIFO"), (stat_mod.S_ISSOCK, "socket"), (stat_mod.S_ISCHR, "character device"),
+               (stat_mod.S_ISBLK, "block device"), (stat_mod.S_ISDIR, "directory"))
+
+
+def kind_of(mode: int) -> str:
+    """The name of a file type that is not a regular file (``"FIFO"``, ``"directory"``, ...)."""
+    for test, name in _FILE_TYPES:
+        if test(mode):
+            return name
+    return f"special file {stat_mod.S_IFMT(mode):o}"
+
+
+def error_problem(err: OSError, path: str | bytes | os.PathLike) -> str:
+    """A short, deterministic name of why ``path`` could not be read (no locale-dependent text)."""
+    if err.errno == errno.ELOOP:
+        return "loop of symbolic links"
+    if isinstance(err, FileNotFoundError) and os.path.islink(path):
+        return "dangling symbolic link"
+    if isinstance(err, PermissionError):
+        return "permission denied"
+    return f"unreadable ({errno.errorcode.get(err.errno, err.errno) if err.errno else type(err).__name__})"
+
+
+def entry_problem(path: str | bytes | os.PathLike, *, directory_ok: bool = False) -> str | None:
+    """Why a directory entry cannot be read as an input file, or ``None`` for a regular file this process may read
+    (a link to one included). ``directory_ok``: a directory is not a problem (a reader that descends into it)."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return error_problem(e, path)
+    if stat_mod.S_ISREG(st.st_mode):
+        return None if os.access(path, os.R_OK) else "permission denied"
+    if directory_ok and stat_mod.S_ISDIR(st.st_mode):
+        return None
+    return kind_of(st.st_mode)
+
+
+def _dir_fingerprint(top: bytes, hasher: _Hasher) -> tuple[int, str, list[dict[str, str]]]:
+    """(number of files, sha256, bad entries) of the directory ``top`` (absolute, normalised, bytes); each bad entry
+    is ``{"path": relative path, "problem": ...}``, in walk order."""
     memo = hasher.memo
     h = hashlib.sha256()
     n = 0
     seen_dirs: set[bytes] = set()
+    bad: list[dict[str, str]] = []
+
+    def bad_entry(rel_name: bytes, problem: str) -> None:
+        h.update(rel_name)
+        h.update(b"!" + problem.encode())
+        bad.append({"path": os.fsdecode(rel_name), "problem": problem})
+
     try:
         top_st = os.stat(top)
     except OSError as e:
@@ -307,10 +360,17 @@ def _dir_fingerprint(top: bytes, hasher: _Hasher) -> tuple[int, str]:
         (top, b"", frozenset({(top_st.st_dev, top_st.st_ino)}))]
     while stack:
         d, rel, ancestors = stack.pop()
+        try:
+            entries = _scan(d)
+        except OSError as err:
+            if d == top:
+                raise
+            bad_entry(rel.rstrip(_SEP), error_problem(err.__cause__ or err, d))  # type: ignore[arg-type]
+            continue
         seen_dirs.add(d)
         files: list[os.DirEntry[bytes]] = []
         dirs: list[os.DirEntry[bytes]] = []
-        for e in _scan(d):
+        for e in entries:
             try:
                 is_dir = e.is_dir()  # follows links, as os.walk
             except OSError:
@@ -323,16 +383,21 @@ def _dir_fingerprint(top: bytes, hasher: _Hasher) -> tuple[int, str]:
         known = memo._entries(d) if memo is not None else {}
         files.sort(key=lambda e: e.name)
         for e in files:
+            row = known.pop(e.name, None)  # a bad entry's old row is forgotten with the rows of files gone
             try:
                 st = e.stat()  # follows links; cached by the DirEntry
             except OSError as err:
-                if e.is_symlink():
-                    raise _os_error(err, "input", e.path, "dangling symbolic link") from err
-                raise _os_error(err, "input file", e.path) from err
+                bad_entry(rel + e.name, error_problem(err, e.path))
+                continue
             if not stat_mod.S_ISREG(st.st_mode):
-                continue  # socket, FIFO, device
-            row = known.pop(e.name, None)
-            sha, _, _ = hasher.file(d, e.name, e.path, st, row)
+                continue  # socket, FIFO, device: skipped, as always (never opened); the readers drop them by name
+            try:
+                sha, _, _ = hasher.file(d, e.name, e.path, st, row)
+            except OSError as err:
+                bad_entry(rel + e.name, error_problem(err.__cause__ or err, e.path))  # type: ignore[arg-type]
+                if row is not None:
+                    hasher.drop.append((d, e.name))
+                continue
             h.update(rel + e.name)
             h.update(sha.encode())
             n += 1
@@ -341,8 +406,9 @@ def _dir_fingerprint(top: bytes, hasher: _Hasher) -> tuple[int, str]:
         for e in reversed(dirs):
             try:
                 st = e.stat(follow_symlinks=False)
-            except OSError as err:
-                raise _os_error(err, "input folder", e.path) from err
+            except OSError as err:  # gone or unreadable since the listing: pushed anyway, its scan names it
+                stack.append((e.path, rel + e.name + _SEP, ancestors))
+                continue
             ident = (st.st_dev, st.st_ino)
             if ident in ancestors:
                 continue  # a folder that contains itself (bind mount): a cycle
@@ -350,15 +416,15 @@ def _dir_fingerprint(top: bytes, hasher: _Hasher) -> tuple[int, str]:
     if memo is not None:
         gone = [x for x in memo._dirs_under(top) if x not in seen_dirs]
         hasher.flush(gone)
-    return n, h.hexdigest()
+    return n, h.hexdigest(), bad
 
 
 def file_fingerprint(path: str | os.PathLike[str], memo: FingerprintMemo | None = None) -> dict[str, Any]:
     """Content fingerprint of a file or of a directory (every regular file below it, sorted).
 
     Returns ``{"path", "kind": "file", "bytes", "mode", "sha256"}`` or ``{"path", "kind": "dir", "files",
-    "sha256"}``; ``path`` is the path as given (normalised as :class:`pathlib.Path` does). With a ``memo``, only the
-    files whose (size, mtime_ns, inode) changed since they were last read are read; the values are the same.
+    "sha256"}`` (plus ``"unreadable"``, the bad entries of the module docstring, when there are any); ``path`` is the
+    path as given (normalised as :class:`pathlib.Path` does). With a ``memo``, only the files whose (size, mtime_ns, inode) changed since they were last read are read; the values are the same.
     """
     p = Path(path)
     absolute = os.path.abspath(os.fsencode(p))
@@ -369,8 +435,11 @@ def file_fingerprint(path: str | os.PathLike[str], memo: FingerprintMemo | None 
         why = "dangling symbolic link" if os.path.islink(absolute) else ""
         raise _os_error(e, "input", absolute, why) from e
     if stat_mod.S_ISDIR(st.st_mode):
-        n, sha = _dir_fingerprint(absolute, hasher)
-        return {"path": str(p), "kind": "dir", "files": n, "sha256": sha}
+        n, sha, bad = _dir_fingerprint(absolute, hasher)
+        fp: dict[str, Any] = {"path": str(p), "kind": "dir", "files": n, "sha256": sha}
+        if bad:
+            fp["unreadable"] = bad
+        return fp
     if not stat_mod.S_ISREG(st.st_mode):
         raise OSError(f"cannot fingerprint input {p}: not a regular file or directory")
     d, name = os.path.split(absolute)

@@ -32,6 +32,7 @@ from .. import __version__ as TOOLKIT_VERSION
 from .errors import BuildIncomplete, ErrorRateExceeded
 from .fingerprint import FingerprintMemo, file_fingerprint, hash_obj
 from .records import Count, Drop
+from .repair import naming_owners
 from .runners import STEP_ERROR, ExecPolicy, StageTask
 from .shards import StageData, read_stats, write_json_file, write_shard
 from .step import FitInputs, Pipeline, Source, Step
@@ -100,6 +101,8 @@ class BuildResult:
     steps: dict[str, StepStats]
     input_fingerprints: dict[str, Any]
     fits: dict[str, FitRecord] = field(default_factory=dict)
+    #: damaged cache files this build found and recomputed (relative to the work directory; ``builders.core.repair``)
+    repaired: list[str] = field(default_factory=list)
 
     def stage(self, name: str) -> StageData:
         for stage, data in self.stage_dirs:
@@ -126,7 +129,7 @@ class BuildResult:
     def this_build(self) -> dict[str, Any]:
         """The work this run did, apart from what it reused: shards computed and reused, rows of computed shards
         reused (row-wise steps), global stages fitted and reused, and the counters of the rows computed now only
-        (``llm_requests`` here means requests sent now)."""
+        (``llm_requests`` here means requests sent now), and the damaged cache files it recomputed."""
         counters: Counter = Counter()
         for s in self.steps.values():
             counters.update(s.counters_this_build)
@@ -135,6 +138,7 @@ class BuildResult:
                 "rows_reused": sum(s.rows_reused for s in self.steps.values()),
                 "fits_ran": sorted(k for k, s in self.steps.items() if s.fit == "ran"),
                 "fits_reused": sorted(k for k, s in self.steps.items() if s.fit == "cached"),
+                "damaged_caches_recomputed": len(self.repaired), "damaged_cache_files": list(self.repaired),
                 "counters": dict(sorted(counters.items()))}
 
 
@@ -315,6 +319,7 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
     all_stats: dict[str, StepStats] = {}
     input_fps: dict[str, Any] = {}
     fits: dict[str, FitRecord] = {}
+    made: list[tuple[Step, StageData]] = []   # complete step stages (a damaged cache file's owners are among them)
 
     def side_key(names: tuple[str, ...], who: str) -> dict[str, str]:
         missing = [s for s in names if s not in outputs]
@@ -367,8 +372,9 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
                 st = all_stats.setdefault(step.name, StepStats(pipe.name, shards=n))
                 state, state_key = None, ""
                 if step.is_global:
-                    rec = _run_fit(step, data, {s: outputs[s] for s in step.side_inputs}, out_dir, work_dir,
-                                   runner, st, per_item)
+                    with naming_owners(made, work_dir):
+                        rec = _run_fit(step, data, {s: outputs[s] for s in step.side_inputs}, out_dir, work_dir,
+                                       runner, st, per_item)
                     fits[step.name] = rec
                     state, state_key = rec.state, hash_obj(rec.state)
                 tasks.append(StageTask(step, state, data.dir, out_dir, policy, state_key=state_key,
@@ -393,13 +399,15 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
                 def fail(k: int, i: int, why: str) -> None:
                     failures.append((tasks[k].step.name, i, why))
 
-                runner.run_segment(tasks, n, done, fail)
+                with naming_owners([*made, *((pipe.steps[k], d) for k, d in zip(seg, datas))], work_dir):
+                    runner.run_segment(tasks, n, done, fail)
             if failures:
                 lines = "; ".join(f"{name} shard {i}: {why}" for name, i, why in failures[:10])
                 raise BuildIncomplete(f"{len(failures)} shard(s) left unfinished after retries (transient failures; "
                                       f"nothing was cached for them, rerun to retry): {lines}")
             for k, st, d in zip(seg, stats_of, datas):
                 _check_error_rate(pipe.steps[k], st, d, max_error_rate)
+                made.append((pipe.steps[k], d))
         outputs[pipe.name] = data
         output_fps[pipe.name] = fp
     memo.close()

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ShardUnfinished, describe
+from .errors import DamagedCache, ShardUnfinished, describe
 from .records import MAX_DETAIL_CHARS, STEP_ERROR, Drop, Out, Row
 from .shards import read_drops, read_rows, read_stats, work_shard_name
 
@@ -138,7 +138,7 @@ def process_row_wise(task: "StageTask", rows: list[Row], i: int, call: Any) -> t
             continue
         try:
             one = call(step, [rows[k]], task.policy, i)
-        except ShardUnfinished:
+        except (ShardUnfinished, DamagedCache):  # never a drop: the build recomputes the damaged cache
             raise
         except Exception as e:  # noqa: BLE001 - recorded per row, as the batch runner does
             failures[k] = e
@@ -179,7 +179,7 @@ def _process_batch(task: "StageTask", rows: list[Row], ids: list[str], changed: 
     step = task.step
     try:
         out = call(step, [rows[k] for k in changed], task.policy, i)
-    except ShardUnfinished:
+    except (ShardUnfinished, DamagedCache):  # never a drop: the build recomputes the damaged cache
         raise
     except Exception:  # noqa: BLE001 - isolated row by row by the caller
         return None

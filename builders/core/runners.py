@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ShardUnfinished, describe, is_transient
+from .errors import DamagedCache, ShardUnfinished, describe, is_transient
 from .records import STEP_ERROR, Out
 from .row_reuse import process_row_wise
 from .shards import read_rows, read_stats, work_shard_name, write_shard
@@ -107,7 +107,7 @@ def _process_isolated(step: Step, rows: list[dict], out: Out, policy: ExecPolicy
     try:
         _merge(out, _call(step, rows, policy, shard))
         return
-    except ShardUnfinished:
+    except (ShardUnfinished, DamagedCache):  # never a drop: the build recomputes the damaged cache
         raise
     except Exception:  # noqa: BLE001 - isolate the rows that fail
         pass
@@ -115,7 +115,7 @@ def _process_isolated(step: Step, rows: list[dict], out: Out, policy: ExecPolicy
     for row in rows:
         try:
             one = _call(step, [row], policy, shard)
-        except ShardUnfinished:
+        except (ShardUnfinished, DamagedCache):  # never a drop: the build recomputes the damaged cache
             raise
         except Exception as e:  # noqa: BLE001 - recorded per row
             failures.append(e)
@@ -176,7 +176,7 @@ def shard_is_done(task: StageTask, i: int) -> dict[str, Any] | None:
     path = task.out_dir / f"{work_shard_name(i)}.stats.json"
     if not path.exists():
         return None
-    stats = read_stats(task.out_dir, i)
+    stats = read_stats(task.out_dir, i)   # DamagedCache when damaged: the build forgets and recomputes the shard
     if stats.get("input_digest") != read_stats(task.in_dir, i).get("digest", ""):
         return None
     if stats.get("state_key", "") != task.state_key:

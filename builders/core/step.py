@@ -193,6 +193,9 @@ class Step(_Parametrised):
     #: in part, builders/sources/transcripts/raw_caption_resplit.py): a refit keeps the folder of the previous fit
     #: instead of starting from an empty one (builders/core/orchestrate.py ``_run_fit``)
     fit_updates_artefacts: ClassVar[bool] = False
+    #: folders under ``<work_dir>/cache`` holding files this step writes and its kept rows name (the HowToStep
+    #: feature store): when a reader finds one of them damaged, the shards :meth:`shards_naming` it are recomputed
+    owns_cache: ClassVar[tuple[str, ...]] = ()
     #: the row contract: fields read from the input rows and fields the kept rows gain (name -> type; ``Any`` when
     #: loose); None = not declared (the check is skipped from there on)
     reads: ClassVar[Mapping[str, Any] | None] = None
@@ -202,6 +205,11 @@ class Step(_Parametrised):
     #: fields of the input row the kept rows no longer hold
     removes: ClassVar[tuple[str, ...]] = ()
     state: Any = None
+
+    def shards_naming(self, data: StageData, path: Path) -> list[int]:
+        """The shards of this step's complete output ``data`` whose rows name the cache file ``path`` (of one of
+        the folders in ``owns_cache``); none unless the step owns such files."""
+        return []
 
     def resources(self) -> Resources:
         """What one worker needs (``fit`` and ``process``); a step may make it depend on a parameter (``device``)."""

@@ -1,7 +1,8 @@
 """The corpus explorer: ``explore.html`` beside every release, a static page to look at the data.
 
-``write_explorer(release_dir)`` reads only the release folder (its Parquet shards, ``stats.json``, ``manifest.json``)
-and writes ``explore.html`` into it (and nothing else): a page that works from ``file://`` with no server and no
+``write_explorer(release_dir)`` reads the release folder (its Parquet shards, ``stats.json``, ``manifest.json``; for
+``showhowto`` also the build's video files when they are found, see ``builders.explore.showhowto``) and writes
+``explore.html`` into it (and nothing else): a page that works from ``file://`` with no server and no
 network (scripts, styles and thumbnails inline), that embeds a deterministic sample of at most ``videos`` items (never
 the whole corpus) as JSON and renders one item at a time with a small vanilla-JS view per corpus:
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,10 @@ from ._release import Release
 if TYPE_CHECKING:
     from .reuse import ItemReuse
 
-__all__ = ["CORPORA", "DEFAULT_VIDEOS", "detect_corpus", "render_explorer", "write_explorer"]
+__all__ = ["CORPORA", "DEFAULT_VIDEOS", "Inputs", "detect_corpus", "render_explorer", "write_explorer"]
+
+#: a build's inputs as it resolved them: config key -> absolute paths (``builders.release.manifest.input_paths``)
+Inputs = Mapping[str, Sequence["str | os.PathLike[str]"]]
 
 #: items embedded by default (a page of a few hundred KB to a few MB, whatever the corpus size)
 DEFAULT_VIDEOS = 200
@@ -135,7 +139,8 @@ def _template_cache(directory: Path) -> Any:
 
 def render_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None, videos: int = DEFAULT_VIDEOS,
                     seed: int = 0, media: str | os.PathLike | None = None, page_dir: str | os.PathLike | None = None,
-                    manifest: dict[str, Any] | None = None, reuse: ItemReuse | None = None) -> str:
+                    manifest: dict[str, Any] | None = None, reuse: ItemReuse | None = None,
+                    inputs: Inputs | None = None, inputs_root: str | os.PathLike | None = None) -> str:
     """The explorer page of a release as an HTML string (see ``write_explorer``); ``page_dir`` is the folder the page
     will live in (links to ``report.html`` and ``README.md`` are made relative to it)."""
     import jinja2
@@ -146,7 +151,10 @@ def render_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None
     rel = Release(release_dir, {"manifest.json": manifest} if manifest is not None else None)
     corpus = corpus or detect_corpus(rel)
     collect = _collector(corpus)
-    kw: dict[str, Any] = {"media": media} if corpus == "showhowto" and media is not None else {}
+    kw: dict[str, Any] = {}
+    if corpus == "showhowto":  # the only view that reads the build's inputs (its media)
+        given = {"media": media, "inputs": inputs, "inputs_root": inputs_root}
+        kw = {k: v for k, v in given.items() if v is not None}
     if reuse is not None and corpus in _REUSES:
         kw["reuse"] = reuse
     payload = collect(rel, max(0, int(videos)), int(seed), **kw)
@@ -181,21 +189,29 @@ def render_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None
 
 def write_explorer(release_dir: str | os.PathLike, *, corpus: str | None = None, videos: int = DEFAULT_VIDEOS,
                    seed: int = 0, media: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-                   manifest: dict[str, Any] | None = None, reuse: ItemReuse | None = None) -> Path:
+                   manifest: dict[str, Any] | None = None, reuse: ItemReuse | None = None,
+                   inputs: Inputs | None = None, inputs_root: str | os.PathLike | None = None) -> Path:
     """Write ``explore.html`` into ``release_dir`` (or at ``out``) and return its path.
 
-    Reads only the release folder: ``videos`` items (videos, sequences or recipe pairs) sampled deterministically by
+    Reads the release folder: ``videos`` items (videos, sequences or recipe pairs) sampled deterministically by
     ``seed``, with the rows of the other configs that belong to them. ``corpus`` defaults to the one the folder
-    names; ``media`` (showhowto) is a folder of ``<video_id>.<mp4|webm|mkv>`` to cut keyframe thumbnails from when the
-    release has no ``images`` config. ``manifest`` stands for ``manifest.json`` when the release flow has not
-    written it yet (its ``config`` and ``inputs`` are read). The file is written under a hidden temporary name and
-    renamed into place. ``reuse`` (the release flow's, ``builders.explore.reuse``) takes the items whose rows did not
-    change from the page an earlier build wrote (views that support it: ``howtostep``); the page is the same.
+    names. ``manifest`` stands for ``manifest.json`` when the release flow has not written it yet (its ``config``
+    and ``inputs`` are read). The file is written under a hidden temporary name and renamed into place. ``reuse``
+    (the release flow's, ``builders.explore.reuse``) takes the items whose rows did not change from the page an
+    earlier build wrote (views that support it: ``howtostep``); the page is the same.
+
+    showhowto, when the release has no ``images`` config, cuts keyframe thumbnails from the build's videos:
+    ``media`` is a folder of ``<video_id>.<mp4|webm|mkv>``; without it the video manifest is found through
+    ``inputs`` (the build's own resolved input paths, config key -> absolute paths, which the release flow passes so
+    that the page a build writes shows the videos it read; never written into the page or the release), else as
+    the path the release records relative to the inputs' common folder, under ``inputs_root`` (that folder on this
+    machine), under the folder ``manifest.json`` records relative to the release, or under the current directory
+    (``builders.explore.showhowto``, docs/explorer.md).
     """
     release_dir = Path(release_dir)
     path = Path(out) if out is not None else release_dir / "explore.html"
     text = render_explorer(release_dir, corpus=corpus, videos=videos, seed=seed, media=media, page_dir=path.parent,
-                           manifest=manifest, reuse=reuse)
+                           manifest=manifest, reuse=reuse, inputs=inputs, inputs_root=inputs_root)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp"
     tmp.write_text(text, encoding="utf-8")

@@ -1,6 +1,8 @@
 """``python -m builders.explore <release folder | org/name> [--videos N] [--seed S]``: write ``explore.html``.
 
-A local release folder gets ``explore.html`` inside it. A Hub dataset id (``org/name``, optionally ``--revision
+A local release folder gets ``explore.html`` inside it. A ShowHowTo release finds the build's video files through
+the paths it records (docs/explorer.md); ``--inputs DIR`` names the folder they are relative to on this machine,
+``--media DIR`` a folder of video files by id. A Hub dataset id (``org/name``, optionally ``--revision
 vX.Y.Z``) is downloaded first (``huggingface_hub.snapshot_download``: Parquet shards, ``*.json``, the card) and the
 page is written to ``--out`` (default ``./<name>-explore.html``), linking to the snapshot's files.
 """
@@ -27,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the deterministic sample (default 0)")
     p.add_argument("--corpus", choices=CORPORA, help="the corpus (default: the one the folder names)")
     p.add_argument("--media", help="showhowto: a folder of <video_id>.<mp4|webm|mkv> to cut keyframes from")
+    p.add_argument("--inputs", metavar="DIR",
+                   help="showhowto: the folder holding the build's inputs, which the paths in manifest.json are "
+                        "relative to (default: the folder manifest.json records relative to the release, then the "
+                        "current directory)")
     p.add_argument("--out", help="where to write the page (default: <release>/explore.html)")
     p.add_argument("--revision", help="Hub id only: the version (tag or commit) to download")
     return p
@@ -52,9 +58,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: could not download {args.release}: {e}", file=sys.stderr)
             return 2
         out = out or f"{args.release.split('/')[-1]}-explore.html"
+    if args.inputs is not None and not Path(args.inputs).is_dir():
+        print(f"error: --inputs {args.inputs} is not a folder", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     try:
-        path = write_explorer(src, corpus=args.corpus, videos=args.videos, seed=args.seed, media=args.media, out=out)
+        path = write_explorer(src, corpus=args.corpus, videos=args.videos, seed=args.seed, media=args.media, out=out,
+                              inputs_root=args.inputs)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -7,9 +7,12 @@ import base64
 import io
 import json
 import math
+import os
+import re
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-__all__ = ["MAX_TEXT", "clip_text", "json_for_script", "num", "thumbnail_data_uri"]
+__all__ = ["MAX_TEXT", "clip_text", "json_for_script", "num", "path_within", "thumbnail_data_uri"]
 
 #: characters of one text (a step, a narration, a transcript segment) embedded at most
 MAX_TEXT = 2000
@@ -41,6 +44,18 @@ def json_for_script(payload: Any) -> str:
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def path_within(root: str | os.PathLike[str], relative: str) -> Path | None:
+    """``root / relative`` for a ``/``-separated ``relative`` path that stays inside ``root`` (not absolute, no
+    drive, no ``..``, no backslash or NUL); ``None`` otherwise: a path a release records never leads the explorer
+    out of the folder it is relative to."""
+    if not isinstance(relative, str) or not relative or "\\" in relative or "\x00" in relative:
+        return None
+    p = PurePosixPath(relative)
+    if p.is_absolute() or ".." in p.parts or re.match(r"^[A-Za-z]:", relative):
+        return None
+    return Path(root, *p.parts)
 
 
 def thumbnail_data_uri(data: bytes, width: int = 160, quality: int = 70) -> str | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,9 +78,19 @@ class ItemReuse:
         self.scope, self._before, self._new = (corpus, tuple(configs), id_column), {}, {}
         if any(c not in self.parts for c in configs):
             return {}
+        from ..core.errors import DamagedCache
+        from ..core.checked import read_checked_json
+
         try:
-            rec = json.loads(self.record.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            rec = read_checked_json(self.record)  # damaged, it is missing and written again
+        except OSError:
+            return {}
+        except DamagedCache as err:
+            if not err.why.startswith("an earlier format"):
+                import logging
+
+                logging.getLogger(__name__).warning("damaged explorer item record %s (%s): items made again",
+                                                    self.record, err.why)
             return {}
         if not isinstance(rec, dict) or rec.get("key") != self._key(corpus, configs, id_column):
             return {}
@@ -141,6 +150,7 @@ class ItemReuse:
                "items": {vid: {"json": text, "in": held[vid]} for vid, text in items}}
         with contextlib.suppress(OSError):
             from ..core.atomic import atomic_write_text
+            from ..core.checked import checked_json
 
             self.record.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.record, json.dumps(rec, ensure_ascii=False))
+            atomic_write_text(self.record, checked_json(rec))

@@ -1,6 +1,12 @@
 """The showhowto view: per sequence the keyframes in step order with the step text under each, the task and the
 LLM filter's answer. Thumbnails come from the ``images`` config, else from frames cut from the build's media (the
-video files the build's manifest names, or a ``media`` folder given here), else a placeholder that says why.
+video files the build's video manifest names, or a ``media`` folder given here), else a placeholder that says why.
+
+The video manifest is found, first that is a file: the build's own resolved path (``inputs``, what the release flow
+hands over while it writes the page); the path the release records in ``config.manifest`` (relative to the inputs'
+common folder) under ``inputs_root`` (``--inputs DIR``), under the folder ``manifest.json`` names in
+``inputs_root`` (relative to the release folder), under the current directory; for the bundled sample, its folder.
+A recorded path that is absolute or climbs out of its folder (``..``) is not followed.
 
 Souček et al., "ShowHowTo: Generating Scene-Conditioned Step-by-Step Visual Instructions", CVPR 2025, §3 (the LLM
 filter of instructional videos, key steps with timestamps, one keyframe per step on the 5-fps grid).
@@ -9,12 +15,15 @@ filter of instructional videos, key steps with timestamps, one keyframe per step
 from __future__ import annotations
 
 import io
+import os
+import re
 import time
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ._release import Release
-from .common import clip_text, num, thumbnail_data_uri
+from .common import clip_text, num, path_within, thumbnail_data_uri
 
 __all__ = ["IMAGE_BUDGET", "collect"]
 
@@ -24,6 +33,7 @@ IMAGE_BUDGET = 2_500_000
 MEDIA_SECONDS = 20.0
 MAX_STEPS = 40
 _GRID_FPS = 5
+_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def _filter_answer(rel: Release) -> dict[str, Any]:
@@ -56,9 +66,11 @@ def _find(d: Any, key: str, inner: str, depth: int = 3) -> dict[str, Any] | None
     return None
 
 
-def _media_paths(rel: Release, media: str | Path | None, wanted: set[str]) -> dict[str, Path]:
-    """``video_id -> file`` for the wanted videos: from ``media`` (``<vid>.<mp4|webm|mkv>`` under it), else the
-    video manifest recorded in the build's ``manifest.json`` when its files still exist on this machine."""
+def _media_paths(rel: Release, media: str | Path | None, wanted: set[str],
+                 inputs: Mapping[str, Sequence[str | os.PathLike[str]]] | None = None,
+                 inputs_root: str | os.PathLike[str] | None = None) -> dict[str, Path]:
+    """``video_id -> file`` for the wanted videos: from ``media`` (``<vid>.<mp4|webm|mkv>`` under it), else from the
+    build's video manifest (``_manifest_inputs``) for the files that still exist on this machine."""
     found: dict[str, Path] = {}
     try:
         from ..models.media import find_media
@@ -68,7 +80,7 @@ def _media_paths(rel: Release, media: str | Path | None, wanted: set[str]) -> di
         else:
             from ..sources.video_manifest import read_manifest
 
-            for path in _manifest_inputs(rel):
+            for path in _manifest_inputs(rel, inputs, inputs_root):
                 for row in read_manifest(path):
                     if isinstance(row, dict) and row["video_id"] in wanted and Path(row["video_path"]).is_file():
                         found.setdefault(row["video_id"], Path(row["video_path"]))
@@ -77,18 +89,30 @@ def _media_paths(rel: Release, media: str | Path | None, wanted: set[str]) -> di
     return found
 
 
-def _manifest_inputs(rel: Release) -> list[Path]:
-    """The video manifest the build read (``config.manifest``; the ``manifest.json`` records it by name), found on
-    this machine: as written (absolute, or relative to the current directory), or in the bundled sample's folder
-    when the release is the sample's (``"sample": true``)."""
+def _manifest_inputs(rel: Release, inputs: Mapping[str, Sequence[str | os.PathLike[str]]] | None = None,
+                     inputs_root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The video manifest the build read, found on this machine (the first of the module's list that is a file), or
+    ``[]``."""
+    tries: list[Path] = [Path(p) for p in (inputs or {}).get("manifest") or []]
     man = rel.json("manifest.json")
     name = (man.get("config") or {}).get("manifest")
-    if not isinstance(name, str) or not name:
-        return []
-    tries = [Path(name)]
-    if man.get("sample"):
-        tries.append(Path(__file__).resolve().parents[1] / "samples" / "showhowto" / Path(name).name)
-    return [p for p in tries if p.is_file()][:1]
+    if isinstance(name, str) and name:
+        roots: list[Path] = [Path(inputs_root)] if inputs_root is not None else []
+        recorded = man.get("inputs_root")
+        if isinstance(recorded, str) and recorded and _DRIVE.match(recorded) is None \
+                and not PurePosixPath(recorded).is_absolute() and "\\" not in recorded and "\x00" not in recorded:
+            roots.append(rel.root / recorded)  # relative to the release folder: it may climb (``../inputs``)
+        roots.append(Path.cwd())
+        tries += [p for p in (path_within(r, name) for r in roots) if p is not None]
+        if man.get("sample"):
+            tries.append(Path(__file__).resolve().parents[1] / "samples" / "showhowto" / PurePosixPath(name).name)
+    for p in tries:
+        try:
+            if p.is_file():
+                return [p]
+        except OSError:  # a name too long, a folder without permission: not this one
+            continue
+    return []
 
 
 def _cut_frames(path: Path, times: list[float | None], deadline: float) -> list[str | None]:
@@ -116,8 +140,11 @@ def _cut_frames(path: Path, times: list[float | None], deadline: float) -> list[
     return [got.get(round(t * _GRID_FPS)) if t is not None else None for t in times]
 
 
-def collect(rel: Release, n: int, seed: int, media: str | Path | None = None) -> dict[str, Any]:
-    """The sampled sequences of the ``sequences`` config with their keyframe thumbnails."""
+def collect(rel: Release, n: int, seed: int, media: str | Path | None = None,
+            inputs: Mapping[str, Sequence[str | os.PathLike[str]]] | None = None,
+            inputs_root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The sampled sequences of the ``sequences`` config with their keyframe thumbnails (``media``, ``inputs`` and
+    ``inputs_root``: where the video files are, see the module)."""
     cols = [c for c in ("video_id", "task", "task_id", "category_1", "title", "wikihow_title", "duration",
                         "num_steps", "mean_score", "aligner", "steps") if c in rel.columns("sequences")]
     rows = rel.sample(["sequences"], "sequence_id", cols, n, seed)
@@ -126,14 +153,15 @@ def collect(rel: Release, n: int, seed: int, media: str | Path | None = None) ->
     if rel.has("images"):
         images = rel.lookup("images", "sequence_id", ids, ["images"])
     todo = {r["video_id"] for r in rows if not images.get(r["sequence_id"])}
-    paths = _media_paths(rel, media, todo) if todo else {}
+    paths = _media_paths(rel, media, todo, inputs, inputs_root) if todo else {}
     deadline = time.monotonic() + MEDIA_SECONDS
     budget = IMAGE_BUDGET
     items = []
     for r in rows:
         steps = (r.get("steps") or [])[:MAX_STEPS]
         thumbs: list[str | None] = [None] * len(steps)
-        source, why = "none", "no images: the build ran without --with-images and its media are not on this machine"
+        source, why = "none", ("no images: the build ran without --with-images and its video files were not found "
+                               "on this machine (python -m builders.explore <release> --inputs DIR or --media DIR)")
         imgs = ((images.get(r["sequence_id"]) or [{}])[0].get("images") or [])
         if budget <= 0:
             why = "thumbnails omitted: this page's image budget is spent (it embeds a few MB at most)"

@@ -20,11 +20,17 @@ depend, in their last bits, on the cut: ``chunk_size`` is a parameter of the res
 in its fingerprint), and it must not change between a killed run and its resume if the result is to equal an
 uninterrupted run. ``chunk_size=None`` or ``>= len(distinct texts)`` is exactly the unchunked path (one call, the
 single set key, the same vectors), so builds that do not set it, or whose sets fit in one block, are unchanged.
+
+Every vector is checked when read: the ``sha`` column holds the sha256 of its bytes as written, and a
+vector whose bytes differ is a miss (one warning line), encoded again and written again. Rows of an earlier build
+(``sha`` NULL) are read unchecked. A file SQLite no longer reads (cut short) is moved aside to ``<name>.damaged``
+with one warning line and the cache starts empty (``builders.models.request_cache``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import threading
 from pathlib import Path
@@ -32,7 +38,10 @@ from typing import Sequence
 
 import numpy as np
 
+from .request_cache import add_sha_column, is_damaged_db, set_aside_damaged_db
 from .text_encoder import TextEncoder
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddingCache:
@@ -43,28 +52,70 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Ray actors call from a thread other than the one that built the object: share one connection under a lock
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, PRIMARY KEY (model, key))")
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as exc:
+            if not is_damaged_db(exc):
+                raise
+            self._db = None
+            self._set_aside(exc)
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, sha TEXT, "
+                       "PRIMARY KEY (model, key))")
+            add_sha_column(db, "emb")
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _set_aside(self, exc: BaseException) -> None:
+        """The file is damaged: moved aside, the cache starts empty (one warning line)."""
+        log.warning("damaged embedding cache %s (%s): moved aside to %s.damaged, its vectors are encoded again",
+                    self.path, exc, self.path.name)
+        if self._db is not None:
+            self._db.close()
+        set_aside_damaged_db(self.path)
+        self._db = self._open()
 
     def get(self, model_id: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors of the ``keys`` present whose bytes are those written (others are missing: one warning line)."""
         out: dict[str, np.ndarray] = {}
+        damaged: list[str] = []
         with self._lock:
-            self._get_into(out, model_id, keys)
+            try:
+                self._get_into(out, model_id, keys, damaged)
+            except sqlite3.DatabaseError as exc:
+                if not is_damaged_db(exc):
+                    raise
+                self._set_aside(exc)
+                return {}
+        if damaged:
+            log.warning("damaged embedding cache %s: %d vector%s of %s whose bytes differ from those written (%s%s): "
+                        "encoded again", self.path, len(damaged), "" if len(damaged) == 1 else "s", model_id,
+                        ", ".join(damaged[:3]), ", ..." if len(damaged) > 3 else "")
         return out
 
-    def _get_into(self, out: dict[str, np.ndarray], model_id: str, keys: Sequence[str]) -> None:
+    def _get_into(self, out: dict[str, np.ndarray], model_id: str, keys: Sequence[str], damaged: list[str]) -> None:
         for i in range(0, len(keys), 500):
             chunk = list(keys[i:i + 500])
-            q = f"SELECT key, vec FROM emb WHERE model = ? AND key IN ({','.join('?' * len(chunk))})"
-            for k, blob in self._db.execute(q, [model_id, *chunk]):
+            q = f"SELECT key, vec, sha FROM emb WHERE model = ? AND key IN ({','.join('?' * len(chunk))})"
+            for k, blob, sha in self._db.execute(q, [model_id, *chunk]):
+                if not isinstance(blob, bytes) or len(blob) % 4 or (
+                        sha is not None and hashlib.sha256(blob).hexdigest() != sha):
+                    damaged.append(k)
+                    continue
                 out[k] = np.frombuffer(blob, dtype=np.float32)
 
     def put(self, model_id: str, keys: Sequence[str], vecs: np.ndarray) -> None:
-        rows = [(model_id, k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)]
+        blobs = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in zip(keys, vecs)]
+        rows = [(model_id, k, b, hashlib.sha256(b).hexdigest()) for k, b in blobs]
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)", rows)
+            self._db.executemany("INSERT OR REPLACE INTO emb (model, key, vec, sha) VALUES (?, ?, ?, ?)", rows)
             self._db.execute("COMMIT")
 
     def close(self) -> None:

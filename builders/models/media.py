@@ -62,15 +62,17 @@ def find_media(root: str | Path) -> dict[str, Path]:
     """``{vid: path}`` for every ``<vid>.<mp4|webm|mkv>`` under ``root`` (recursive; paths sorted, the first wins).
 
     docs/corpora/howtostep.md, Inputs. The extension match ignores case; hidden files are skipped. A missing folder
-    raises FileNotFoundError.
+    raises FileNotFoundError. An entry so named that is no regular file (a dangling link, a loop of links, a
+    directory, a FIFO) is the video's path when no regular file names the video: opening it is then that video's
+    ``video_unreadable`` drop naming the path and its problem (never skipped silently, never opened as a file).
     """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"media folder not found: {root}")
+    named = sorted(p for p in root.rglob("*") if p.suffix.lower() in MEDIA_EXTENSIONS and not p.name.startswith("."))
+    files = [p for p in named if p.is_file()]
     found: dict[str, Path] = {}
-    for path in sorted(p for p in root.rglob("*") if p.suffix.lower() in MEDIA_EXTENSIONS and p.is_file()):
-        if path.name.startswith("."):
-            continue
+    for path in files + [p for p in named if not p.is_file()]:
         found.setdefault(path.name[: -len(path.suffix)], path)
     return found
 
@@ -87,7 +89,8 @@ def _open(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
     try:
         st = path.stat()
     except OSError as e:
-        raise MediaError("video_unreadable", f"{path}: {e}") from e
+        why = "dangling symbolic link" if isinstance(e, FileNotFoundError) and path.is_symlink() else str(e)
+        raise MediaError("video_unreadable", f"{path}: {why}") from e
     if not stat.S_ISREG(st.st_mode):  # a FIFO or a device: never handed to the demuxer (issue 20)
         raise MediaError("video_unreadable", f"{path}: not a regular file")
     size = st.st_size

@@ -6,12 +6,19 @@ One SQLite file, one table ``requests(key TEXT PRIMARY KEY, value TEXT)``; value
 journal and a 60 s busy timeout let several processes (process pools, Ray actors) read and write the same file at
 once; every :meth:`RequestCache.put_many` is one ``BEGIN IMMEDIATE`` transaction. A connection is never shared across
 ``fork``: a child process (or an unpickled copy) opens its own.
+
+Every value is checked when read: the ``sha`` column holds the sha256 of the value's JSON text as
+written, and a value whose text differs (a byte changed on disk) is a miss, with one warning line, so the model is
+asked again and the answer written again. Rows written before the column existed (``sha`` NULL) are read unchecked. A
+file SQLite no longer reads (cut short: "database disk image is malformed", "file is not a database") is moved aside
+to ``<name>.damaged`` with one warning line and the cache starts empty.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -22,6 +29,32 @@ from typing import Any, Self
 
 BUSY_TIMEOUT_S = 60.0  # PLAN.md interfaces: "sqlite (WAL, busy_timeout 60 s)"
 _CHUNK = 500  # keys per SELECT (SQLite's default limit on host parameters is 999 in old builds)
+
+log = logging.getLogger(__name__)
+
+
+def is_damaged_db(exc: BaseException) -> bool:
+    """Whether an sqlite3 error says the file itself is damaged (not locked, busy or unopenable)."""
+    return type(exc) is sqlite3.DatabaseError or (isinstance(exc, sqlite3.DatabaseError) and any(
+        w in str(exc) for w in ("malformed", "not a database")))
+
+
+def set_aside_damaged_db(path: Path) -> None:
+    """Move a damaged SQLite file (and its WAL files) aside to ``<name>.damaged``: the cache starts again empty."""
+    for suffix in ("", "-wal", "-shm"):
+        src = Path(f"{path}{suffix}")
+        if src.exists():
+            os.replace(src, Path(f"{path}.damaged{suffix}"))
+
+
+def add_sha_column(db: sqlite3.Connection, table: str) -> None:
+    """Add the ``sha`` column to a table of an earlier build (two processes may race: the loser's error is fine)."""
+    if "sha" not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+        try:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN sha TEXT")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):
+                raise
 
 
 class RequestCache:
@@ -40,19 +73,40 @@ class RequestCache:
     def _connect(self) -> sqlite3.Connection:
         if self._db is not None and self._pid == os.getpid():
             return self._db
+        try:
+            return self._open()
+        except sqlite3.DatabaseError as exc:
+            if not is_damaged_db(exc):
+                raise
+            self._set_aside(exc)
+            return self._open()
+
+    def _set_aside(self, exc: BaseException) -> None:
+        log.warning("damaged request cache %s (%s): moved aside to %s.damaged, its requests are made again",
+                    self.path, exc, self.path.name)
+        if self._db is not None and self._pid == os.getpid():
+            self._db.close()
+        self._db = None
+        set_aside_damaged_db(self.path)
+
+    def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         deadline = time.monotonic() + BUSY_TIMEOUT_S
         while True:  # switching to WAL needs a moment's exclusive lock: processes opening the file together retry
             try:
                 db.execute("PRAGMA journal_mode=WAL")
-                db.execute("CREATE TABLE IF NOT EXISTS requests (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                db.execute("CREATE TABLE IF NOT EXISTS requests (key TEXT PRIMARY KEY, value TEXT NOT NULL, sha TEXT)")
+                add_sha_column(db, "requests")
                 break
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     db.close()
                     raise
                 time.sleep(0.05)
+            except sqlite3.DatabaseError:
+                db.close()
+                raise
         self._db, self._pid = db, os.getpid()
         return db
 
@@ -77,28 +131,47 @@ class RequestCache:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The decoded values of the ``keys`` present (absent keys are simply missing from the result)."""
+        """The decoded values of the ``keys`` present (absent keys are simply missing from the result, as are values
+        whose text is not the one written: one warning line names them)."""
         wanted = list(dict.fromkeys(keys))
         out: dict[str, Any] = {}
+        damaged: list[str] = []
         with self._lock:
-            db = self._connect()
-            for i in range(0, len(wanted), _CHUNK):
-                chunk = wanted[i:i + _CHUNK]
-                q = f"SELECT key, value FROM requests WHERE key IN ({','.join('?' * len(chunk))})"
-                for k, v in db.execute(q, chunk):
-                    out[k] = json.loads(v)
+            try:
+                db = self._connect()
+                for i in range(0, len(wanted), _CHUNK):
+                    chunk = wanted[i:i + _CHUNK]
+                    q = f"SELECT key, value, sha FROM requests WHERE key IN ({','.join('?' * len(chunk))})"
+                    for k, v, sha in db.execute(q, chunk):
+                        try:
+                            text = v.encode("utf-8", "surrogatepass")
+                            if sha is not None and hashlib.sha256(text).hexdigest() != sha:
+                                raise ValueError("sha256 differs")
+                            out[k] = json.loads(v)
+                        except (ValueError, AttributeError, UnicodeError):
+                            damaged.append(k)
+            except sqlite3.DatabaseError as exc:
+                if not is_damaged_db(exc):
+                    raise
+                self._set_aside(exc)
+                return {}
+        if damaged:
+            log.warning("damaged request cache %s: %d entr%s whose bytes differ from those written (%s%s): asked "
+                        "again", self.path, len(damaged), "y" if len(damaged) == 1 else "ies", ", ".join(damaged[:3]),
+                        ", ..." if len(damaged) > 3 else "")
         return out
 
     def put_many(self, items: Mapping[str, Any]) -> None:
         """Store (or replace) every ``key -> value`` in one transaction; values are JSON-encoded."""
-        rows = [(str(k), json.dumps(v, sort_keys=True, ensure_ascii=False, allow_nan=False)) for k, v in items.items()]
+        texts = [(str(k), json.dumps(v, sort_keys=True, ensure_ascii=False, allow_nan=False)) for k, v in items.items()]
+        rows = [(k, t, hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest()) for k, t in texts]
         if not rows:
             return
         with self._lock:
             db = self._connect()
             db.execute("BEGIN IMMEDIATE")  # take the write lock now: no deadlock upgrading a read transaction
             try:
-                db.executemany("INSERT OR REPLACE INTO requests (key, value) VALUES (?, ?)", rows)
+                db.executemany("INSERT OR REPLACE INTO requests (key, value, sha) VALUES (?, ?, ?)", rows)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise

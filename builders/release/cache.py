@@ -21,12 +21,18 @@ The explorer keeps its items beside them (``explore-items.json``, ``builders.exp
 
 A build without a work directory (``info["work_dir"]`` unset: tests, direct calls) has no cache: everything is done
 as if each record were missing. A record that cannot be read is missing; writing one is atomic.
+
+A record is checked when read: its file is ``{"sha256": "<hex>", "record": <the record's JSON>}``, the
+digest of the record's JSON text as written (``builders.core.checked.checked_json``). A record whose text no longer has that digest (a
+flipped byte that still parses, a file cut short) is missing, with one warning line naming it, and is written again
+by the build that recomputes it; a record of an earlier format (no digest) is missing without a word.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -34,9 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.atomic import atomic_write_text
+from ..core.checked import checked_json, read_checked_json
+from ..core.errors import DamagedCache
 from ..core.fingerprint import hash_obj
 
 __all__ = ["CACHE_FORMAT", "ReleaseCache", "lib_versions"]
+
+log = logging.getLogger(__name__)
 
 #: bump when records of the same key would differ
 CACHE_FORMAT = 1
@@ -98,8 +108,12 @@ class ReleaseCache:
         if path is None:
             return None
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            record = read_checked_json(path)
+        except OSError:
+            return None
+        except DamagedCache as err:
+            if not err.why.startswith("an earlier format"):
+                log.warning("damaged release cache record %s (%s): recomputed", path, err.why)
             return None
         self.used.add(path.name)
         return record
@@ -111,7 +125,7 @@ class ReleaseCache:
             return
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(record, ensure_ascii=False))  # key order kept: it is meaningful
+            atomic_write_text(path, checked_json(record))  # key order kept: it is meaningful
             self.used.add(path.name)
 
     def memo(self, kind: str, key: str | None, compute: Any) -> Any:

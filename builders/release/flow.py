@@ -51,10 +51,13 @@ from .card_text import render_card, stats_tables
 from .drops import write_drops
 from .incremental import cached_features, features_key, record_outputs, write_card, write_configs
 from .manifest import (
+    INPUTS_ROOT_FIELD,
     RELEASE_FILES_FIELD,
     RELEASE_KEY_FIELD,
     RELEASE_ROWS_FIELD,
     git_commit,
+    input_paths,
+    inputs_root,
     release_listing,
     up_to_date_release,
     write_json_atomic,
@@ -323,9 +326,13 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     if n_drops != sum(stats["drops"].values()):  # an invariant of the runner: fail loudly, even under python -O
         raise RuntimeError(f"drops.parquet has {n_drops} rows but stats.json counts {sum(stats['drops'].values())}")
     conf, inputs = portable_inputs(cfg, spec.path_keys, result.input_fingerprints)
+    given = input_paths(to_dict(cfg), spec.path_keys)  # absolute, in memory only: the explorer's way to the media
+    root = inputs_root(out_dir, [*(p for ps in given.values() for p in ps),
+                                 *(f["path"] for fps in result.input_fingerprints.values() for f in fps)])
     man = {
         "corpus": spec.corpus, "toolkit_version": TOOLKIT_VERSION, "git_commit": git_commit(),
-        "config": conf, "inputs": inputs, "sample": info["sample"], "models": None,  # (below; sorted when written)
+        "config": conf, "inputs": inputs, INPUTS_ROOT_FIELD: root, "sample": info["sample"],
+        "models": None,  # (below; sorted when written)
         "runtime": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "engine": info["engine"], "workers": info["workers"], "shard_size": info["shard_size"]},
     }
@@ -395,7 +402,7 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
         from ..explore.reuse import ItemReuse
 
         reuse = ItemReuse(cache.root / "explore-items.json", done.parts) if cache.root is not None else None
-        write_explorer(stage, corpus=spec.corpus, manifest=man, reuse=reuse)
+        write_explorer(stage, corpus=spec.corpus, manifest=man, reuse=reuse, inputs=given)
     man[RELEASE_FILES_FIELD] = release_listing(stage)
     write_json_atomic(stage / "manifest.json", man)
     got = gate(stage, features_by_config=features, splits_by_config=splits, default_config=default_config,

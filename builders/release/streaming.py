@@ -14,16 +14,15 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 
-from ..core.shards import StageData, work_shard_name
+from ..core.shards import StageData, read_stats
 
 __all__ = ["SortedSpill", "count_rows", "write_json_object"]
 
 
 def count_rows(data: StageData) -> int:
-    """Rows of a complete stage from its shards' Parquet footers (no row is read)."""
-    return sum(pq.ParquetFile(data.dir / f"{work_shard_name(i)}.parquet").metadata.num_rows for i in range(data.n))
+    """Rows of a complete stage from its shards' ``stats.json`` (``kept``: no row is read)."""
+    return sum(int(read_stats(data.dir, i)["kept"]) for i in range(data.n))
 
 
 class SortedSpill:

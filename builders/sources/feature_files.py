@@ -6,20 +6,32 @@ a tensor ``[T, C]`` or a dict with key ``features``, loaded with ``torch.load(..
 one per video). Loaded as float32; NaN/Inf, a wrong rank, zero rows or a feature size other than the expected one make
 the video a named skip (:class:`FeatureError`).
 
+A per-shard store file is the build's own cache: its name is the digest of its content
+(``<sha256[:16]>.f16.npy`` / ``.sim.npy``, ``builders.sources.visual_features.write_store_block``: sha256 of the
+dtype, shape and bytes), recorded in every reference to it. The first time a process opens one (and again when the
+file changed), its bytes are hashed against that name, once (:func:`check_store_block`); later reads of its rows are
+memory-mapped, with no hashing. A store file that is missing, cut short or whose bytes differ raises
+:class:`builders.core.errors.DamagedCache` naming it, never a per-video skip: the work shard that wrote it must be
+recomputed. A user's feature files are inputs, never checked this way (their reader turns damage into a skip).
+
 A source module, below NaSVA: the builders read these files too (``builders/sources/visual_features.py``), and NaSVA
 (``builders/nasva/``) imports them from here, so the packages do not import each other.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from builders.core.errors import DamagedCache
 
 
 class NasvaInputError(ValueError):
@@ -89,19 +101,23 @@ def _read_refs(path: Path) -> dict[str, FeatureRef]:
 def index_feature_files(features_dir: str | Path) -> dict[str, Path | FeatureRef]:
     """Map video id -> feature file under ``features_dir`` (recursive). When several files name the same video, the
     extension earlier in :data:`FEATURE_EXTS` wins, then the first path in sorted order. The videos that
-    ``features_dir/features.refs.json`` names map to their :class:`FeatureRef` instead."""
+    ``features_dir/features.refs.json`` names map to their :class:`FeatureRef` instead. An entry so named that is no
+    regular file (a dangling link, a loop of links, a FIFO, and a directory when no file names the video) is listed
+    like a file: loading it is that video's named ``bad_features`` drop, never a silent skip."""
     root = Path(features_dir)
     if not root.is_dir():
         raise NasvaInputError(f"features directory not found: {root}")
     best: dict[str, tuple[int, str]] = {}
+    n_ranks = len(FEATURE_EXTS)
     for dirpath, dirs, files in os.walk(root):
         dirs.sort()
-        for name in sorted(files):
+        for name, penalty in [(f, 0) for f in sorted(files)] + [(d, n_ranks) for d in dirs]:
             matches = [(len(ext), rank, ext) for rank, ext in enumerate(FEATURE_EXTS)
                        if name.endswith(ext) and len(name) > len(ext)]
             if not matches:
                 continue
             _, rank, ext = max(matches)  # the longest extension names the video: x.mp4.npy -> x
+            rank += penalty  # a directory named like a feature file: only when no file names the video
             vid = name[: -len(ext)]
             if vid not in best or rank < best[vid][0]:
                 best[vid] = (rank, os.path.join(dirpath, name))
@@ -111,11 +127,53 @@ def index_feature_files(features_dir: str | Path) -> dict[str, Path | FeatureRef
     return out
 
 
+#: the name of a per-shard store file: the first 16 hex digits of the sha256 of its dtype, shape and bytes
+STORE_BLOCK_NAME = re.compile(r"^(?P<digest>[0-9a-f]{16})\.(?:f16|sim)\.npy\Z")
+#: store files checked in this process: path -> (size, mtime_ns, inode) when checked
+_CHECKED_BLOCKS: dict[str, tuple[int, int, int]] = {}
+
+
+def store_block_digest(block: np.ndarray) -> str:
+    """The digest that names a store file holding ``block`` (sha256 of its dtype, shape and bytes; 16 hex digits)."""
+    block = np.ascontiguousarray(block)
+    h = hashlib.sha256(f"{block.dtype.str}{block.shape}".encode())
+    h.update(memoryview(block).cast("B"))
+    return h.hexdigest()[:16]
+
+
+def check_store_block(path: str | os.PathLike) -> np.ndarray:
+    """The store file ``path`` memory-mapped, its bytes checked once per process against the digest its name holds
+    (``STORE_BLOCK_NAME``; a file named otherwise is not checked). :class:`DamagedCache` when it is missing, cut
+    short, not ``.npy`` any more or its content differs."""
+    path = str(path)
+    m = STORE_BLOCK_NAME.match(os.path.basename(path))
+    if m is None:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    try:
+        st = os.stat(path)
+        ident = (st.st_size, st.st_mtime_ns, st.st_ino)
+        block = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError as err:
+        raise DamagedCache(path, "missing (a feature store file the rows of a work shard name)") from err
+    except (OSError, ValueError, EOFError) as err:  # cut short, or a header that no longer parses
+        raise DamagedCache(path, f"not a readable store file ({type(err).__name__}: {err})") from err
+    if _CHECKED_BLOCKS.get(path) == ident:
+        return block
+    got = store_block_digest(block)  # the one pass over the bytes, in this process
+    if got != m["digest"]:
+        raise DamagedCache(path, f"content digest {got} differs from the {m['digest']} its name records")
+    if len(_CHECKED_BLOCKS) > 100_000:
+        _CHECKED_BLOCKS.clear()
+    _CHECKED_BLOCKS[path] = ident
+    return block
+
+
 def _load_feature_ref(ref: FeatureRef) -> np.ndarray:
-    """The rows a :class:`FeatureRef` names, as a ``[T, C]`` array (simulated ones regenerated, fp16-rounded)."""
+    """The rows a :class:`FeatureRef` names, as a ``[T, C]`` array (simulated ones regenerated, fp16-rounded). The
+    store file is checked the first time this process opens it (:func:`check_store_block`)."""
     if not 0 <= ref.start <= ref.stop:
         raise FeatureError("bad_features", f"{ref.name}: bad row range")
-    block = np.load(ref.path, mmap_mode="r", allow_pickle=False)
+    block = check_store_block(ref.path)
     if block.ndim != 2 or ref.stop > block.shape[0]:
         raise FeatureError("bad_features", f"{ref.name}: rows outside the store file of shape {block.shape}")
     rows = np.array(block[ref.start:ref.stop])
@@ -167,7 +225,7 @@ def load_feature_file(path: str | Path | FeatureRef, allow_nonfinite: bool = Fal
             arr = np.load(p, allow_pickle=False)
         else:
             raise FeatureError("bad_features", f"{p}: unknown feature file extension")
-    except FeatureError:
+    except (FeatureError, DamagedCache):  # a damaged store file is the build's cache: not a skip
         raise
     except FileNotFoundError as e:
         raise FeatureError("missing_features", f"{p}: {e}") from e

@@ -19,7 +19,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -341,17 +341,35 @@ def _metadata_drop(item_id: str, detail: str) -> Drop:
     return Drop(item_id, STAGE, "malformed_metadata_row", detail)
 
 
-def row_id_guess(rec: Record, id_col: int, delimiter: str = ",") -> str:
-    """The video id of a record that has a problem, when it can be told for sure: its id field when the fields were
-    split, else (an unterminated quote) the id field of its raw line when it lies before the opening quote; only a
-    valid YouTube id is returned, else ``""`` (the caller then names the row by its ordinal)."""
-    if rec.value is not None:
-        fields = list(rec.value)
-    else:
-        before_quote = rec.line.split('"', 1)[0]
-        fields = before_quote.split(delimiter)[:-1]  # the last piece holds the quote: not a whole field
-    guess = fields[id_col].strip() if len(fields) > id_col else ""
-    return guess if is_valid_video_id(guess) else ""
+def cut_record_field(rec: Record, col: int, delimiter: str = ",") -> tuple[str, bool]:
+    """Field ``col`` (0-based) of a record whose fields could not be split (``rec.value`` is None: an unterminated
+    quote), read from its raw first line, and whether it is sure. Sure: the field ends before the quote left open, so
+    the csv module reads it whole (``vid,"Food...``, ``"vid","Food...``). Else a best-effort guess: the line split at
+    every delimiter, blanks and quotes around the piece removed (``"vid,Food...`` gives ``vid``). ``""`` when the
+    line has no such piece."""
+    try:
+        fields = next(csv.reader([rec.line], delimiter=delimiter), [])
+    except csv.Error:  # a NUL byte, a line over the field limit
+        fields = []
+    if len(fields) > col + 1:  # the last field holds the open quote and the rest of the line
+        return fields[col].strip(), True
+    pieces = rec.line.split(delimiter)
+    return (pieces[col].strip().strip('"').strip() if len(pieces) > col else ""), False
+
+
+def cut_row_id(rec: Record, id_col: int, valid: Callable[[str], bool] = is_valid_video_id,
+               delimiter: str = ",") -> tuple[str, str]:
+    """``(item_id, note)`` of a record cut by an unterminated quote: its id field as :func:`cut_record_field` reads
+    it, when ``valid``, else ``""`` (the caller then names the row by its ordinal). ``note`` (appended to the drop's
+    detail) says that the name is a best-effort guess from the raw line, and quotes a field that is not ``valid``."""
+    field, sure = cut_record_field(rec, id_col, delimiter)
+    if not field:
+        return "", ""
+    how = "read before the quote left open" if sure else "split at every delimiter, its quotes removed"
+    shown = field[:80].encode("ascii", "backslashreplace").decode("ascii")
+    if valid(field):
+        return field, f"; the id {shown!r} is a best-effort guess: field {id_col + 1} of the line, {how}"
+    return "", f"; field {id_col + 1} of the line reads {shown!r} (best effort: {how}), not a valid id"
 
 
 def _metadata_from_csv(path: Path, header: list[str]) -> Iterator[Row | Drop]:
@@ -360,15 +378,16 @@ def _metadata_from_csv(path: Path, header: list[str]) -> Iterator[Row | Drop]:
     id_col = header.index("video_id")
     for ordinal, rec in enumerate(records):
         fields = rec.value or []
-        if rec.value is None:  # an unterminated quote: the id before the quote still names the row
-            guess = row_id_guess(rec, id_col)
+        note = ""
+        if rec.value is None:  # an unterminated quote: the id field of its raw line names the row (best effort)
+            guess, note = cut_row_id(rec, id_col)
         elif rec.problem:
             guess = ""
         else:
             guess = fields[id_col].strip() if len(fields) > id_col else ""
         item_id = guess or f"row:{ordinal}"
         if rec.problem:
-            yield _metadata_drop(item_id, f"line {rec.line_no}: {rec.problem}")
+            yield _metadata_drop(item_id, f"line {rec.line_no}: {rec.problem}{note}")
         elif len(fields) != len(header):
             yield _metadata_drop(item_id, f"line {rec.line_no}: {len(fields)} columns, expected {len(header)}")
         else:

@@ -43,6 +43,8 @@ _WINDOWS_1252_ALIASES = frozenset({"iso-8859-1", "iso8859-1", "latin-1", "latin1
 _TAG_RE = re.compile(r"<(link|meta)\b([^>]*)>", re.IGNORECASE)
 _ATTR_RE = re.compile(r"""([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+)""")
 _KEY_SUFFIXES = (".html.gz", ".html")
+#: the longest URL a drop's detail shows (a longer one is cut and ends in "..."): the detail holds 500 characters
+MAX_DETAIL_URL_CHARS = 300
 
 
 def codec_for(label: str | None) -> str | None:
@@ -107,6 +109,18 @@ def page_url(html: str) -> str | None:
     return og
 
 
+def url_detail(url: str | None, detail: str = "", unknown: str = "") -> str:
+    """A drop's ``detail`` that names the page by the URL a user knows (drops.parquet, docs/reason-codes.md):
+    ``url <url>; <detail>``, or ``url unknown (<unknown>); <detail>`` when there is no URL. The URL comes first so
+    that the 500-character cut of a detail never hides it; one over 300 characters is cut and ends in ``...``."""
+    if url:
+        shown = url if len(url) <= MAX_DETAIL_URL_CHARS else url[:MAX_DETAIL_URL_CHARS - 3] + "..."
+        head = f"url {shown}"
+    else:
+        head = f"url unknown ({unknown or 'not known'})"
+    return f"{head}; {detail}" if detail else head
+
+
 def page_record(page_id: str, url: str, html: str, charset: str, *, source_path: str = "", warc_filename: str = "",
                 warc_record_offset: int = -1, warc_record_id: str = "", truncated: bool = False) -> Row:
     """One page record (the shape of the module docstring)."""
@@ -160,14 +174,20 @@ def read_page_bytes(path: Path, max_bytes: int = MAX_PAGE_BYTES) -> bytes:
 
 
 def read_page(key: str, path: str | Path, max_bytes: int = MAX_PAGE_BYTES) -> Row | Drop:
-    """One page record, or a drop ``payload_too_large`` / ``page_unreadable``."""
+    """One page record, or a drop ``payload_too_large`` / ``page_unreadable`` under the page's key, its detail led
+    by the page's URL (:func:`url_detail`: read from the first bytes of a page too large; unknown for an unreadable
+    one)."""
     path = Path(path)
     try:
         body = read_page_bytes(path, max_bytes)
     except (OSError, EOFError, zlib.error, ValueError) as err:  # ValueError: a path with a NUL byte
-        return Drop(key, STAGE, PAGE_UNREADABLE, f"{path.name}: {type(err).__name__}: {err}")
+        return Drop(key, STAGE, PAGE_UNREADABLE,
+                    url_detail("", f"{path.name}: {type(err).__name__}: {err}", "the page could not be read"))
     if len(body) > max_bytes:
-        return Drop(key, STAGE, PAYLOAD_TOO_LARGE, f"{path.name}: more than {max_bytes} bytes")
+        head, _ = decode_html(body[:4 * URL_SNIFF_CHARS])  # the canonical link is near the top
+        detail = url_detail(page_url(head), f"{path.name}: more than {max_bytes} bytes",
+                            "no canonical link or og:url in its first bytes")
+        return Drop(key, STAGE, PAYLOAD_TOO_LARGE, detail)
     html, charset = decode_html(body)
     return page_record(key, page_url(html) or f"page:{key}", html, charset, source_path=str(path))
 

@@ -154,20 +154,25 @@ def _parse_caption_lists(video_id: str, fmt: str, obj: Any) -> TranscriptInput:
 
 def _index_dir(root: Path) -> dict[str, Path]:
     """``{video_id: path}`` of the ``<vid>.json`` files under ``root``, recursive; of duplicates the top-level file
-    wins, else the first in sorted path order (the order :meth:`NarrationReader.read` looks them up in)."""
+    wins, else the first in sorted path order (the order :meth:`NarrationReader.read` looks them up in). An entry so
+    named that is no regular file (a dangling link, a loop of links, a directory, a FIFO) is the video's path only
+    when no regular file names the video: reading it is that video's ``malformed_transcript`` drop naming the path."""
     index: dict[str, Path] = {}
+    bad: dict[str, Path] = {}
     duplicates = 0
     for path in sorted(root.rglob("*.json"), key=lambda p: (p.parent != root, p)):
         vid = path.name[: -len(".json")]
-        if not is_valid_video_id(vid) or not path.is_file():
+        if not is_valid_video_id(vid):
             continue
-        if vid in index:
+        if not path.is_file():
+            bad.setdefault(vid, path)
+        elif vid in index:
             duplicates += 1
         else:
             index[vid] = path
     if duplicates:
         logger.warning("%s: %d duplicate <video_id>.json files ignored", root, duplicates)
-    return index
+    return {**bad, **index}
 
 
 class NarrationReader:

@@ -20,6 +20,7 @@ from builders.core.errors import InputError
 from builders.core.records import Drop, Row
 from builders.sources.howto100m import (
     Record,
+    cut_row_id,
     iter_csv_records,
     read_csv_header,
     require_file,
@@ -37,6 +38,10 @@ def _check_header(path: Path) -> None:
         raise InputError(f"{path}: not a RecipeNLG CSV, header {header} (expected ',{','.join(HEADER)}')")
 
 
+def _is_row_id(text: str) -> bool:
+    return _ID_RE.fullmatch(text) is not None
+
+
 def _json_str_list(text: str) -> list[str] | None:
     """The list of strings JSON-encoded in ``text``, or ``None`` when it is not one."""
     try:
@@ -51,9 +56,16 @@ def _json_str_list(text: str) -> list[str] | None:
 def _recipe(rec: Record, ordinal: int) -> Row | Drop:
     """One recipe row, or a drop with ``malformed_csv_row`` / ``malformed_recipe_json`` (docs/reason-codes.md)."""
     fields = rec.value
-    if rec.problem or len(fields) != len(HEADER) + 1:
-        problem = rec.problem or f"{len(fields)} columns, expected {len(HEADER) + 1}"
-        return Drop(f"row:{ordinal}", STAGE, "malformed_csv_row", f"line {rec.line_no}: {problem}")
+    if fields is None:  # an unterminated quote: the id field of its raw line names the row (best effort)
+        guess, note = cut_row_id(rec, 0, _is_row_id)
+        item_id = str(int(guess)) if guess else f"row:{ordinal}"
+        return Drop(item_id, STAGE, "malformed_csv_row", f"line {rec.line_no}: {rec.problem}{note}")
+    if rec.problem:
+        return Drop(f"row:{ordinal}", STAGE, "malformed_csv_row", f"line {rec.line_no}: {rec.problem}")
+    if len(fields) != len(HEADER) + 1:  # split, but a column short or too many: its first field still names it
+        item_id = str(int(fields[0])) if fields and _is_row_id(fields[0].strip()) else f"row:{ordinal}"
+        return Drop(item_id, STAGE, "malformed_csv_row",
+                    f"line {rec.line_no}: {len(fields)} columns, expected {len(HEADER) + 1}")
     raw_id, title, ingredients, directions, link, source, ner = fields
     if not _ID_RE.fullmatch(raw_id.strip()):
         return Drop(f"row:{ordinal}", STAGE, "malformed_csv_row", f"line {rec.line_no}: non-integer id {raw_id[:40]!r}")
@@ -76,7 +88,9 @@ def read_recipenlg(path: str | Path) -> Iterator[Row | Drop]:
     "link": str, "source": str}``, values as in the file (JSON escapes such as ``\\u00b0`` decoded). Drops
     (docs/reason-codes.md): ``malformed_csv_row`` (wrong column count, non-integer id, unknown ``source``, a field over
     1 MiB, non-UTF-8 bytes, CSV syntax error) and ``malformed_recipe_json``; a drop's ``item_id`` is the recipe id, or
-    ``row:<n>`` (0-based data-row ordinal) when the id is unusable. ``csv.field_size_limit`` is raised to the maximum.
+    ``row:<n>`` (0-based data-row ordinal) when the id is unusable (or a field was not UTF-8). A row cut by an unterminated quote is named by
+    the first field of its raw line when that is an integer (a best-effort guess, said in the detail).
+    ``csv.field_size_limit`` is raised to the maximum.
     Raises ``FileNotFoundError`` / :class:`~builders.core.errors.InputError` (empty file, wrong header) at call time. A
     quoted field left open swallows no recipe: its line is one ``malformed_csv_row`` and reading resumes after it.
     """

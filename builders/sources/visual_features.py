@@ -18,7 +18,9 @@ docs/configuration.md, ``howtostep``):
   ``features_repaired``;
 - ``T`` against the video's duration (:func:`check_feature_duration`): off by more than
   ``max(feature_duration_tolerance_s, feature_duration_tolerance_frac x duration)`` → ``feature_duration_mismatch``
-  (a 100,000-row file for a 151 s video no longer makes it a 100,000 s video);
+  (a 100,000-row file for a 151 s video no longer makes it a 100,000 s video). Without a video file only a file far
+  longer than the narrations (or with no row) is refused: a shorter one is the video, as in TAN's pipeline that
+  HowToStep follows (Li et al., ECCV 2024, supp. §6.1), and the caller drops the narrations that start after it;
 - no file for a video: ``missing_features``.
 
 Computed features (``visual_features=compute``) are stored as fp16 ``[T, C]`` ``.npy``: by
@@ -29,10 +31,10 @@ The NaSVA module (which imports torch) is imported lazily.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from builders.core.errors import InputError
+from builders.core.fingerprint import kind_of
 from builders.sources.transcripts import is_valid_video_id
 
 MISSING_FEATURES = "missing_features"
@@ -150,17 +153,23 @@ class FeatureIndex:
         return next((c for c in candidates if c.is_file()), None)
 
 
-def _decode(path: Path | Any) -> np.ndarray:
+def _decode(path: Path | Any, cache: bool = False) -> np.ndarray:
     """float32 ``[T, C]`` through the NaSVA reader (a file, or a ``FeatureRef`` into a store file), its skip reasons
-    folded into ``missing_features`` / ``bad_features``.
+    folded into ``missing_features`` / ``bad_features``. A damaged store file (``DamagedCache``) is raised as it is
+    when it is the build's own (``cache``), else (a store a user gave as input) it is ``bad_features``.
 
     NaN/Inf rows must reach :func:`repair_feature_rows`, so the reader keeps them (``allow_nonfinite``).
     """
+    from builders.core.errors import DamagedCache
     from builders.sources import feature_files
 
     try:
         with np.errstate(over="ignore"):  # a float64 value beyond float32 becomes Inf: a bad row, repaired or dropped
             return feature_files.load_feature_file(path, allow_nonfinite=True)
+    except DamagedCache as err:
+        if cache:
+            raise
+        raise FeatureFileError(BAD_FEATURES, f"unreadable_features: {err}") from err
     except feature_files.FeatureError as err:
         reason = MISSING_FEATURES if err.reason == MISSING_FEATURES else BAD_FEATURES
         raise FeatureFileError(reason, f"{err.reason}: {err}") from err
@@ -207,8 +216,12 @@ def repair_feature_rows(x: np.ndarray, max_bad_share: float = MAX_BAD_SHARE,
 
 def read_visual_features(path: str | Path | Any, visual_dim: int, max_bad_share: float = MAX_BAD_SHARE,
                          max_bytes: int = DEFAULT_MAX_BYTES,
-                         max_abs: float = MAX_ABS_VALUE) -> tuple[np.ndarray, dict[str, int]]:
+                         max_abs: float = MAX_ABS_VALUE, cache: bool = False) -> tuple[np.ndarray, dict[str, int]]:
     """One video's features as float32 ``[T, visual_dim]`` and the counters ``{"features_repaired": n}``.
+
+    ``cache``: ``path`` is the build's own store (rows of a work shard name it): a damaged store file raises
+    :class:`builders.core.errors.DamagedCache` (the shard that wrote it is recomputed) instead of a per-video
+    ``bad_features``.
 
     ``path``: a feature file, or a :class:`builders.sources.feature_files.FeatureRef` (the video's rows of a store file).
     Raises :class:`FeatureFileError`: ``missing_features`` (no file), ``bad_features`` (file over ``max_bytes``,
@@ -218,15 +231,20 @@ def read_visual_features(path: str | Path | Any, visual_dim: int, max_bad_share:
     from builders.sources.feature_files import FeatureRef
 
     if isinstance(path, FeatureRef):
-        x = _decode(path)
+        x = _decode(path, cache)
     else:
         p = Path(path)
         try:
-            size = p.stat().st_size
+            st = p.stat()
         except FileNotFoundError as err:
+            if p.is_symlink():  # the entry is there, and broken: a named drop, not a missing file
+                raise FeatureFileError(BAD_FEATURES, f"{p}: dangling symbolic link") from err
             raise FeatureFileError(MISSING_FEATURES, f"{p}: no such file") from err
         except OSError as err:
             raise FeatureFileError(BAD_FEATURES, f"{p}: {type(err).__name__}: {err}") from err
+        if not stat.S_ISREG(st.st_mode):  # a directory, a FIFO or a device: never opened (a FIFO would block)
+            raise FeatureFileError(BAD_FEATURES, f"{p}: {kind_of(st.st_mode)}, not a regular file")
+        size = st.st_size
         if size > max_bytes:
             raise FeatureFileError(BAD_FEATURES, f"{p}: {size} bytes, over the {max_bytes}-byte limit")
         x = _decode(p)
@@ -236,6 +254,12 @@ def read_visual_features(path: str | Path | Any, visual_dim: int, max_bad_share:
     return x, {"features_repaired": n_repaired}
 
 
+def has_container_duration(duration: float | None) -> bool:
+    """Whether ``duration`` is a usable container duration (finite and positive, from a video file); otherwise the
+    narrations bound the video's length (:func:`check_feature_duration`)."""
+    return duration is not None and math.isfinite(duration) and duration > 0
+
+
 def check_feature_duration(rows: int, duration: float | None, narrated_end: float | None,
                            tolerance_s: float = DURATION_TOLERANCE_S, tolerance_frac: float = DURATION_TOLERANCE_FRAC,
                            span_ratio: float = TRANSCRIPT_SPAN_RATIO) -> float:
@@ -243,13 +267,15 @@ def check_feature_duration(rows: int, duration: float | None, narrated_end: floa
     (0 when only the narrations bound it), or raise ``FeatureFileError("feature_duration_mismatch")``.
 
     ``duration``: the container's (seconds, from the video file), when known and positive: ``rows`` must lie within
-    ``max(tolerance_s, tolerance_frac x duration)`` of it. Otherwise ``narrated_end`` (the last narration's end) is
-    a lower bound of the duration: ``rows`` must reach ``narrated_end - tol`` and stay under
-    ``span_ratio x narrated_end + tol`` (``tol`` the same tolerance of ``narrated_end``). Without either nothing is
-    checked. Thresholds: config ``feature_duration_tolerance_s`` / ``_frac`` / ``feature_transcript_span_ratio``
-    (docs/configuration.md; docs/reason-codes.md).
+    ``max(tolerance_s, tolerance_frac x duration)`` of it. Otherwise (no video file) the features are the video and
+    ``narrated_end`` (the last narration's end) only bounds them from above: ``rows`` must stay under ``span_ratio x
+    narrated_end + tol`` (``tol`` the same tolerance of ``narrated_end``) and hold at least one row. Fewer rows than
+    the narrations need are accepted here: the caller drops the narrations that start after the last row, as TAN's
+    pipeline does (Li et al., ECCV 2024, supp. §6.1; ``builders.corpora.howtostep.features``). Without a duration or
+    narrations only the empty file is refused. Thresholds: config ``feature_duration_tolerance_s`` / ``_frac`` /
+    ``feature_transcript_span_ratio`` (docs/configuration.md; docs/reason-codes.md).
     """
-    if duration is not None and math.isfinite(duration) and duration > 0:
+    if has_container_duration(duration):
         tol = max(tolerance_s, tolerance_frac * duration)
         if abs(rows - duration) > tol:
             raise FeatureFileError(FEATURE_DURATION_MISMATCH,
@@ -257,16 +283,19 @@ def check_feature_duration(rows: int, duration: float | None, narrated_end: floa
                                    f"duration): more than {tol:.1f} s apart (feature_duration_tolerance_s="
                                    f"{tolerance_s:g}, feature_duration_tolerance_frac={tolerance_frac:g})")
         return abs(rows - duration)
+    if rows < 1:
+        raise FeatureFileError(FEATURE_DURATION_MISMATCH, f"{rows} feature rows: no second of video")
     if narrated_end is None or not math.isfinite(narrated_end) or narrated_end <= 0:
         return 0.0
     tol = max(tolerance_s, tolerance_frac * narrated_end)
-    lo, hi = narrated_end - tol, span_ratio * narrated_end + tol
-    if not lo <= rows <= hi:
+    hi = span_ratio * narrated_end + tol
+    if rows > hi:
         raise FeatureFileError(FEATURE_DURATION_MISMATCH,
                                f"{rows} feature rows (1 a second) for a video whose narrations end at "
-                               f"{narrated_end:.1f} s (no video file): outside [{lo:.1f}, {hi:.1f}] "
-                               f"(feature_duration_tolerance_s={tolerance_s:g}, feature_duration_tolerance_frac="
-                               f"{tolerance_frac:g}, feature_transcript_span_ratio={span_ratio:g})")
+                               f"{narrated_end:.1f} s (no video file): more than {hi:.1f} "
+                               f"(feature_transcript_span_ratio={span_ratio:g} x the end plus "
+                               f"max(feature_duration_tolerance_s={tolerance_s:g}, feature_duration_tolerance_frac="
+                               f"{tolerance_frac:g} x the end))")
     return 0.0
 
 
@@ -300,12 +329,18 @@ def write_store_block(folder: str | Path, block: np.ndarray, suffix: str) -> Pat
     The name is the digest of the block (dtype, shape, bytes): a shard recomputed from other inputs writes another
     file and never changes one that rows of an earlier result still name; an identical block is not written again.
     Written atomically (temporary file + rename)."""
+    from builders.core.errors import DamagedCache
+    from builders.sources.feature_files import check_store_block, store_block_digest
+
     block = np.ascontiguousarray(block)
-    h = hashlib.sha256(f"{block.dtype.str}{block.shape}".encode())
-    h.update(memoryview(block).cast("B"))
-    path = Path(folder) / f"{h.hexdigest()[:16]}{suffix}"
-    if not path.is_file():
-        _save_npy_atomic(path, block)
+    path = Path(folder) / f"{store_block_digest(block)}{suffix}"
+    if path.is_file():
+        try:  # an identical block is kept only while it is what was written (a shard recomputed after its damage)
+            check_store_block(path)
+            return path
+        except DamagedCache:
+            pass
+    _save_npy_atomic(path, block)
     return path
 
 

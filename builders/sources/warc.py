@@ -18,6 +18,10 @@ with replacement; ``warc_filename`` relative to the input directory, or the file
 - ``warc_corrupt``: a record that cannot be parsed, a corrupt gzip member, or unparseable bytes after the last record
   (the rest of that file is skipped; the next file is read).
 
+A drop's id is the ``WARC-Record-ID`` (``<warc_filename>@<offset>`` when there is none); its detail starts with
+``url <WARC-Target-URI>``, the page a user knows, or ``url unknown (<why>)`` when the header is missing or the
+record's headers cannot be read.
+
 A record whose payload is shorter than its ``Content-Length`` (the file ends inside it) is a ``warc_truncated`` drop
 (its HTML, JSON-LD included, may be cut anywhere); one that carries a ``WARC-Truncated`` header (the crawler cut the
 body and said so) is kept with ``truncated=True`` and a :class:`Count` ``warc_truncated`` (parsed, flagged). In a
@@ -42,20 +46,22 @@ import logging
 import operator
 import re
 from collections.abc import Generator, Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.limitreader import LimitReader
 
-from builders.core.errors import InputError
 from builders.core.records import Count, Drop, Row
 from builders.sources.html_pages import (
     MAX_PAGE_BYTES,
     decode_html,
     http_charset,
     page_record,
+    url_detail,
 )
+from builders.sources.dir_entries import entry_problem, unreadable_entry_drop
 from builders.sources.safe_open import check_regular_file, whole_input_error
 
 logger = logging.getLogger(__name__)
@@ -81,13 +87,9 @@ def find_warc_files(paths: str | Path | Iterable[str | Path]) -> list[tuple[Path
         path = Path(item)
         if path.is_file():
             found.append((path, path.name))
-        elif path.is_dir():
+        elif path.is_dir():  # entries that are no readable file: drops of list_warc_records (unreadable_warc_entries)
             named = sorted(p for p in path.rglob("*") if p.name.endswith(WARC_SUFFIXES))
-            special = [p for p in named if not p.is_file() and not p.is_dir()]
-            if special:  # a FIFO, socket or device named like a WARC file: refused unread, never a hang
-                raise InputError(f"WARC input {special[0]} is not a regular file ({len(special)} such entr"
-                                 f"{'y' if len(special) == 1 else 'ies'} under {path}): remove or replace it")
-            found.extend((p, p.relative_to(path).as_posix()) for p in named if p.is_file())
+            found.extend((p, p.relative_to(path).as_posix()) for p in named if entry_problem(p) is None)
         elif path.exists() or path.is_symlink():
             try:
                 check_regular_file(path, "WARC input")
@@ -96,6 +98,23 @@ def find_warc_files(paths: str | Path | Iterable[str | Path]) -> list[tuple[Path
         else:
             raise FileNotFoundError(f"WARC input not found: {path}")
     return found
+
+
+def unreadable_warc_entries(paths: str | Path | Iterable[str | Path]) -> list[Drop]:
+    """An ``unreadable_input_entry`` drop for every entry of an input directory named like a WARC file that is no
+    readable regular file (a dangling link, a loop of links, a directory, a FIFO, socket or device, a file this
+    process may not read), in path order: item = its name relative to the directory, detail = its path and problem.
+    :func:`find_warc_files` leaves them out; files given directly are checked there (an error)."""
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    drops: list[Drop] = []
+    for item in items:
+        path = Path(item)
+        if not path.is_dir():
+            continue
+        for p in sorted(q for q in path.rglob("*") if q.name.endswith(WARC_SUFFIXES)):
+            if (problem := entry_problem(p)) is not None:
+                drops.append(unreadable_entry_drop(p, p.relative_to(path).as_posix(), STAGE, problem))
+    return drops
 
 
 def media_type(content_type: str | None) -> str:
@@ -125,6 +144,15 @@ def _read_capped(stream: BinaryIO, limit: int) -> bytes:
 def _record_id(record: Any, warc_filename: str, offset: int | None) -> str:
     rid = record.rec_headers.get_header("WARC-Record-ID") if record is not None else None
     return rid or f"{warc_filename}@{offset if offset is not None else '?'}"
+
+
+def _url_detail(record: Any, detail: str, url: str = "") -> str:
+    """``detail`` led by the record's ``WARC-Target-URI`` (:func:`~builders.sources.html_pages.url_detail`), so that a
+    drop kept under its ``WARC-Record-ID`` names the page a user knows; ``url`` (what the listing read) when the
+    record's headers cannot be read, else the detail says why the URL is unknown."""
+    if record is None:
+        return url_detail(url, detail, "the record's headers could not be read")
+    return url_detail(record.rec_headers.get_header("WARC-Target-URI") or "", detail, "no WARC-Target-URI header")
 
 
 def _unread_bytes(record: Any) -> int:
@@ -236,13 +264,13 @@ def _list_from(path: Path, warc_filename: str, pos: int) -> Generator[Row | Drop
                 offset, length = iterator.get_record_offset(), iterator.get_record_length()  # absolute offsets
                 rid = _record_id(record, warc_filename, offset)
                 if not is_gz and (nxt := _next_header(path, offset + 8, offset + length)) is not None:
-                    yield Drop(rid, STAGE, WARC_CORRUPT,
-                               f"{warc_filename}: the record at offset {offset} (Content-Length "
-                               f"{record.rec_headers.get_header('Content-Length')}) runs into the next record at "
-                               f"offset {nxt}; record skipped, listing resumes there")
+                    yield Drop(rid, STAGE, WARC_CORRUPT, _url_detail(
+                        record, f"{warc_filename}: the record at offset {offset} (Content-Length "
+                        f"{record.rec_headers.get_header('Content-Length')}) runs into the next record at "
+                        f"offset {nxt}; record skipped, listing resumes there"))
                     return nxt
                 end = offset + length
-                yield (Drop(rid, STAGE, skip[0], skip[1]) if skip is not None
+                yield (Drop(rid, STAGE, skip[0], _url_detail(record, skip[1])) if skip is not None
                        else _pointer(record, rid, path, warc_filename, offset, length))
                 record = None
     except Exception as err:  # noqa: BLE001 - warcio and zlib raise many kinds on bad bytes; one file never stops a build
@@ -250,11 +278,11 @@ def _list_from(path: Path, warc_filename: str, pos: int) -> Generator[Row | Drop
         rest = f"resuming at the next record at offset {nxt}" if nxt is not None else "rest of the file skipped"
         detail = f"{warc_filename}: {_error_text(err)}; {rest}"
         item_id = _record_id(record, warc_filename, end) if record is not None else f"{warc_filename}@{end}"
-        yield Drop(item_id, STAGE, WARC_CORRUPT, detail)
+        yield Drop(item_id, STAGE, WARC_CORRUPT, _url_detail(record, detail))
         return nxt
     if not _tail_is_clean(path, end, is_gz):
-        yield Drop(f"{warc_filename}@{end}", STAGE, WARC_CORRUPT,
-                   f"{warc_filename}: unparseable bytes after offset {end} (record cut inside its headers?)")
+        yield Drop(f"{warc_filename}@{end}", STAGE, WARC_CORRUPT, _url_detail(
+            None, f"{warc_filename}: unparseable bytes after offset {end} (record cut inside its headers?)"))
     return None
 
 
@@ -267,7 +295,9 @@ def list_warc_records(paths: str | Path | Iterable[str | Path],
         {"record_id": str, "warc_filename": str, "path": str, "offset": int, "length": int, "url": str}
 
     (``record_id`` = the page id :func:`read_warc` gives it; ``offset`` / ``length`` = the record's bytes in the file,
-    its gzip member for ``.warc.gz``), and ``warc_corrupt`` drops for broken files exactly as :func:`read_warc`.
+    its gzip member for ``.warc.gz``), and ``warc_corrupt`` drops for broken files exactly as :func:`read_warc`, after
+    an ``unreadable_input_entry`` drop for each entry of a folder that is no readable file
+    (:func:`unreadable_warc_entries`).
     :func:`read_warc_record` of a pointer gives that record's items. ``max_payload_bytes`` is accepted for symmetry:
     the cap is applied to the decoded payload, by :func:`read_warc_record`.
 
@@ -275,7 +305,8 @@ def list_warc_records(paths: str | Path | Iterable[str | Path],
     """
     del max_payload_bytes  # the cap needs the decoded payload: read_warc_record applies it
     files = find_warc_files(paths)
-    return (item for path, name in files for item in _list_file(path, name))
+    bad = unreadable_warc_entries(paths)
+    return chain(bad, (item for path, name in files for item in _list_file(path, name)))
 
 
 def is_warc_pointer(item: Row | Drop | Count) -> bool:
@@ -289,17 +320,18 @@ def _record_items(record: Any, payload: bytes, unread: int, warc_filename: str, 
     rid = _record_id(record, warc_filename, offset)
     skip = _classify(record)
     if skip is not None:
-        return [Drop(rid, STAGE, skip[0], skip[1])]
+        return [Drop(rid, STAGE, skip[0], _url_detail(record, skip[1]))]
     if len(payload) > max_payload_bytes:
-        return [Drop(rid, STAGE, PAYLOAD_TOO_LARGE, f"payload above {max_payload_bytes} bytes")]
+        return [Drop(rid, STAGE, PAYLOAD_TOO_LARGE, _url_detail(record, f"payload above {max_payload_bytes} bytes"))]
     http = record.http_headers
     if not media_type(http.get_header("Content-Type")) and not media_type(
             record.rec_headers.get_header("WARC-Identified-Payload-Type")) and not looks_like_html(payload):
-        return [Drop(rid, STAGE, NOT_HTML, "no content type and the payload does not look like HTML")]
+        return [Drop(rid, STAGE, NOT_HTML,
+                     _url_detail(record, "no content type and the payload does not look like HTML"))]
     if unread > 0:  # the bytes are not there: a page cut anywhere (its JSON-LD too) is a named drop, not a recipe
-        return [Drop(rid, STAGE, WARC_TRUNCATED,
-                     f"{warc_filename}: {unread} bytes of the record's Content-Length are missing (the file ends "
-                     "inside it, or its Content-Length is too large)")]
+        return [Drop(rid, STAGE, WARC_TRUNCATED, _url_detail(
+            record, f"{warc_filename}: {unread} bytes of the record's Content-Length are missing (the file ends "
+            "inside it, or its Content-Length is too large)"))]
     items: list[Row | Drop | Count] = []
     flagged = record.rec_headers.get_header("WARC-Truncated") is not None
     if flagged:  # the crawler cut the HTTP body and said so (Common Crawl: 1 MiB): parsed, flagged, counted
@@ -314,13 +346,15 @@ def _record_items(record: Any, payload: bytes, unread: int, warc_filename: str, 
 
 
 def read_warc_record(path: str | Path, offset: int, length: int, warc_filename: str,
-                     max_payload_bytes: int = MAX_PAGE_BYTES) -> list[Row | Drop | Count]:
+                     max_payload_bytes: int = MAX_PAGE_BYTES, url: str = "") -> list[Row | Drop | Count]:
     """The items of the one record at ``offset`` (``length`` bytes, as listed by :func:`list_warc_records`) of a
     ``.warc.gz`` (the record's own gzip member) or plain ``.warc`` file: its page record (with a ``warc_truncated``
     count before it when flagged), or a drop ``payload_too_large`` / ``not_html`` (or a header drop when the record is
     not an HTML 200 response) - exactly what :func:`read_warc` yields for it.
 
     Never raises on bad input: a missing file, an offset that is not a record, bad bytes give ``warc_corrupt``.
+    Every drop's detail starts with the record's URL; ``url`` (the listing's ``url``) stands in for it when the
+    record's headers can no longer be read.
     """
     record = None
     start: int | None = None
@@ -343,7 +377,7 @@ def read_warc_record(path: str | Path, offset: int, length: int, warc_filename: 
     except Exception as err:  # noqa: BLE001 - bad bytes, a changed or missing file: a named drop, never an exception
         where = start if start is not None else repr(offset)
         detail = f"{warc_filename}: {_error_text(err)}; record at offset {where} skipped"
-        return [Drop(_record_id(record, warc_filename, start), STAGE, WARC_CORRUPT, detail)]
+        return [Drop(_record_id(record, warc_filename, start), STAGE, WARC_CORRUPT, _url_detail(record, detail, url))]
 
 
 def read_warc(paths: str | Path | Iterable[str | Path],
@@ -356,4 +390,4 @@ def read_warc(paths: str | Path | Iterable[str | Path],
     listing = list_warc_records(paths, max_payload_bytes)
     return (item for entry in listing
             for item in (read_warc_record(entry["path"], entry["offset"], entry["length"], entry["warc_filename"],
-                                          max_payload_bytes) if is_warc_pointer(entry) else (entry,)))
+                                          max_payload_bytes, entry["url"]) if is_warc_pointer(entry) else (entry,)))

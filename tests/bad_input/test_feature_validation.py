@@ -1,8 +1,11 @@
 """Feature files that pass the reader and would change results silently (issue 20; docs/reason-codes.md).
 
-* a file whose rows (one a second, Li et al., ECCV 2024, supp. §6.1) do not match the video's duration, from its
-  container or, without a video file, from the narrations: ``feature_duration_mismatch`` (a 100,000-row file for a
-  151 s video used to make it a 100,000 s video);
+* a file whose rows (one a second, Li et al., ECCV 2024, supp. §6.1) do not match the video file's duration, or,
+  without a video file, an empty file or one far longer than the narrations: ``feature_duration_mismatch`` (a
+  100,000-row file for a 151 s video used to make it a 100,000 s video);
+* without a video file, a file shorter than the narrations is the video (TAN's rule, which HowToStep follows, Li et
+  al., ECCV 2024, supp. §6.1): the narrations starting at or after its end are dropped (``narration_beyond_video``)
+  and the video is ``too_few_narrations`` only when fewer than ``min_narrations`` remain;
 * NaN/Inf rows and finite values that overflow the first product they enter (a float32 ``1e30``, a float64 ``1e300``):
   bad rows, repaired up to ``feature_max_bad_share`` and ``bad_features`` beyond it, for that video only (a ``1e30``
   row used to fail Stage 2 with ``A contains NaN or Inf`` and the build with exit 5).
@@ -104,16 +107,19 @@ def test_container_duration_tolerance(tmp_path, T, duration, kept, counted):
         assert _reasons(out) == {_vid(0): FEATURE_DURATION_MISMATCH}
 
 
-@pytest.mark.parametrize("T, kept", [
-    (150, True), (136, True),        # narrations end at 150 s: rows reach 150 - 15
-    (134, False),                    # the features stop 16 s before the speech does
-    (314, True), (316, False),       # silent outro: up to 2 x 150 + 15
+@pytest.mark.parametrize("T, reason", [
+    (150, None), (136, None),        # narrations (starting at 0 and 75 s) end at 150 s
+    (134, None),                     # 16 s short of the speech: the file is the video, both narrations start in it
+    (76, None),                      # the second narration starts in its last second
+    (75, "too_few_narrations"),      # it starts at the end: 1 narration left, fewer than min_narrations = 5
+    (314, None), (316, FEATURE_DURATION_MISMATCH),  # silent outro: up to 2 x 150 + 15
 ])
-def test_transcript_only_bounds(tmp_path, T, kept):
+def test_transcript_only_bounds(tmp_path, T, reason):
     out = _run(tmp_path, {_vid(0): _features(T)}, [_row(_vid(0), None, 150.0)])
-    assert bool(out.rows) == kept, out.drops
-    if not kept:
-        assert _reasons(out) == {_vid(0): FEATURE_DURATION_MISMATCH}
+    assert _reasons(out) == ({_vid(0): reason} if reason else {}), out.drops
+    if not reason:
+        assert out.rows[0]["num_frames"] == T and out.rows[0]["duration"] == float(T)
+        assert len(out.rows[0]["narrations"]) == 2 and not out.counters.get("narration_beyond_video")
 
 
 def test_the_tolerances_are_config_keys(tmp_path):
@@ -135,6 +141,83 @@ def test_check_feature_duration_without_any_duration_checks_nothing():
     with pytest.raises(FeatureFileError) as e:
         check_feature_duration(100_000, 0.0, 150.0)
     assert e.value.reason == FEATURE_DURATION_MISMATCH
+
+
+def test_check_feature_duration_refuses_far_longer_and_empty_but_not_shorter_without_a_video_file():
+    """Without a video file the narrations bound the features from above only: 70 rows for narrations ending at
+    100.5 s pass (the caller drops the narrations beyond them); 0 rows and 100,000 rows do not."""
+    assert check_feature_duration(70, None, 100.5) == 0.0
+    assert check_feature_duration(1, None, 100.5) == 0.0
+    assert check_feature_duration(211, None, 100.5) == 0.0  # 2 x 100.5 + max(2, 10.05) = 211.05
+    for rows in (0, 212, 100_000):
+        with pytest.raises(FeatureFileError) as e:
+            check_feature_duration(rows, None, 100.5)
+        assert e.value.reason == FEATURE_DURATION_MISMATCH
+    with pytest.raises(FeatureFileError):
+        check_feature_duration(0, None, None)
+    with pytest.raises(FeatureFileError) as e:  # with a video file: unchanged, 70 rows are 30 s off a 100 s video
+        check_feature_duration(70, 100.0, 100.5)
+    assert "100.0 s video" in e.value.detail
+
+
+def test_an_empty_feature_file_is_bad_features(tmp_path):
+    out = _run(tmp_path, {_vid(0): np.zeros((0, DIM), np.float32)}, [_row(_vid(0), None, 150.0)])
+    assert _reasons(out) == {_vid(0): BAD_FEATURES}
+
+
+# ------------------------------------------------- shorter than the narrations without a video file (TAN's rule)
+#: 12 narrations; the last ends at 100.5 s. Against 70 rows (0-69 s): starts 0 ... 63 and 69.5 lie in the features
+#: (9), starts 70.0, 80.0 and 90.0 do not (3). Against 36 rows: 0, 9, 18, 27 (4); against 37 rows also 36 (5).
+STARTS = [0.0, 9.0, 18.0, 27.0, 36.0, 45.0, 54.0, 63.0, 69.5, 70.0, 80.0, 90.0]
+
+
+def _narrated_row(vid: str, duration: float | None) -> dict:
+    narr = [{"index": i, "text": f"sentence {i}", "start": s, "end": s + 10.5} for i, s in enumerate(STARTS)]
+    return {"video_id": vid, "duration": duration, "narrations": narr}
+
+
+def test_features_shorter_than_the_narrations_keep_the_video_and_drop_the_narrations_beyond(tmp_path):
+    out = _run(tmp_path, {_vid(0): _features(70)}, [_narrated_row(_vid(0), None)])
+    assert not out.drops
+    (row,) = out.rows
+    assert [n["index"] for n in row["narrations"]] == list(range(9))  # 69.5 s: kept, its end clipped later
+    assert out.counters["narration_beyond_video"] == 3  # 70.0, 80.0, 90.0
+    assert row["num_frames"] == 70 and row["duration"] == 70.0
+    assert load_row_features(row, DIM).shape == (70, DIM)
+
+
+@pytest.mark.parametrize("T, min_narrations, kept, beyond", [
+    (37, 5, 5, 7),       # 0, 9, 18, 27, 36 remain: exactly min_narrations
+    (36, 5, None, None),  # 0, 9, 18, 27: fewer than 5
+    (36, 4, 4, 8),       # the threshold is the config key
+    (1, 1, 1, 11),       # one row: only the narration at 0 s
+])
+def test_the_video_is_dropped_only_when_fewer_than_min_narrations_remain(tmp_path, T, min_narrations, kept, beyond):
+    out = _run(tmp_path, {_vid(0): _features(T)}, [_narrated_row(_vid(0), None)], min_narrations=min_narrations)
+    if kept is None:
+        assert _reasons(out) == {_vid(0): "too_few_narrations"} and not out.rows
+        assert "4 of 12 narrations" in out.drops[0].detail and "min_narrations=5" in out.drops[0].detail
+        assert not out.counters.get("narration_beyond_video")
+    else:
+        assert not out.drops and len(out.rows[0]["narrations"]) == kept
+        assert out.counters["narration_beyond_video"] == beyond
+
+
+def test_with_a_video_file_the_narrations_are_left_alone(tmp_path):
+    """A container duration: the features are checked against it as before, and the narrations beyond them stay
+    (the labelers count them, ``narration_beyond_video``, and give them no frame)."""
+    out = _run(tmp_path, {_vid(0): _features(70), _vid(1): _features(70, 1)},
+               [_narrated_row(_vid(0), 70.0), _narrated_row(_vid(1), 100.0)])
+    assert _reasons(out) == {_vid(1): FEATURE_DURATION_MISMATCH}
+    assert len(out.rows[0]["narrations"]) == 12 and not out.counters.get("narration_beyond_video")
+
+
+def test_min_narrations_keys_only_the_file_mode():
+    """``min_narrations`` can drop a video only with feature files: the other modes keep their cache keys."""
+    file_step = visual_features_step(HowToStepConfig(features="f", visual_features="file"))
+    sim_step = visual_features_step(HowToStepConfig(visual_features="simulated"))
+    assert file_step.cache_config()["min_narrations"] == 5
+    assert "min_narrations" not in sim_step.cache_config()
 
 
 # ------------------------------------------------------------------------------------- non-finite feature values

@@ -347,21 +347,54 @@ def test_special_files_are_skipped(tmp_path):
         file_fingerprint(root / "b" / "pipe")
 
 
-def test_dangling_links_and_missing_inputs_raise_naming_them(tmp_path):
+def test_missing_inputs_and_dangling_links_given_directly_raise_naming_them(tmp_path):
     root = _tree(tmp_path / "d")
     os.symlink(tmp_path / "missing", root / "b" / "dangling")
     with FingerprintMemo(tmp_path / "memo.sqlite") as memo:
-        dangling = r"cannot fingerprint input .*b/dangling: dangling symbolic link"
         for m in (None, memo):
-            with pytest.raises(FileNotFoundError, match=dangling):
-                file_fingerprint(root, m)
-            with pytest.raises(FileNotFoundError, match=dangling):
+            with pytest.raises(FileNotFoundError, match=r"cannot fingerprint input .*b/dangling: dangling symbolic"):
                 file_fingerprint(root / "b" / "dangling", m)
             with pytest.raises(FileNotFoundError, match=r"cannot fingerprint input .*nowhere\.txt: No such file"):
                 file_fingerprint(tmp_path / "nowhere.txt", m)
 
 
-def test_unreadable_files_raise_an_oserror_naming_them(tmp_path, monkeypatch):
+def _flat(root: Path) -> Path:
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"alpha")
+    (root / "m.txt").write_bytes(b"mu")
+    _age(root)
+    return root
+
+
+def test_bad_entries_are_hashed_by_name_and_problem_and_listed(tmp_path):
+    """A dangling link and a loop of links count as ``name + "!" + problem``; the good files as always."""
+    root = _flat(tmp_path / "d")
+    base = file_fingerprint(root)
+    assert base == _old_file_fingerprint(root)
+    os.symlink(tmp_path / "missing", root / "k.txt")  # dangling
+    os.symlink(root / "loop2", root / "loop1")
+    os.symlink(root / "loop1", root / "loop2")
+    want = hashlib.sha256(b"a.txt" + _sha(b"alpha").encode() + b"k.txt!dangling symbolic link"
+                          + b"loop1!loop of symbolic links" + b"loop2!loop of symbolic links"
+                          + b"m.txt" + _sha(b"mu").encode()).hexdigest()
+    with FingerprintMemo(tmp_path / "memo.sqlite") as memo:
+        for m in (None, memo, memo):
+            got = file_fingerprint(root, m)
+            assert got == {"path": str(root), "kind": "dir", "files": 2, "sha256": want, "unreadable": [
+                {"path": "k.txt", "problem": "dangling symbolic link"},
+                {"path": "loop1", "problem": "loop of symbolic links"},
+                {"path": "loop2", "problem": "loop of symbolic links"}]}
+        # fixing the dangling link makes it a file like any other; removing the loops restores the old value
+        (tmp_path / "missing").write_bytes(b"kappa")
+        os.remove(root / "loop1")
+        os.remove(root / "loop2")
+        fixed = file_fingerprint(root, memo)
+        assert fixed == _old_file_fingerprint(root) and fixed["files"] == 3 and "unreadable" not in fixed
+        os.remove(root / "k.txt")
+        assert file_fingerprint(root, memo) == base
+
+
+def test_unreadable_files_in_a_directory_are_bad_entries_and_raise_when_given_directly(tmp_path, monkeypatch):
     root = _tree(tmp_path / "d")
     secret = root / "b" / "c.txt"
     real_open = os.open
@@ -372,36 +405,46 @@ def test_unreadable_files_raise_an_oserror_naming_them(tmp_path, monkeypatch):
         return real_open(path, *a, **k)
 
     monkeypatch.setattr(fp.os, "open", fake_open)
+    want = hashlib.sha256(b"a.txt" + _sha(b"alpha").encode() + b"z.txt" + _sha(b"zeta").encode()
+                          + b"b/c.txt!permission denied" + b"b/d/e.txt" + _sha(b"epsilon").encode()).hexdigest()
     with FingerprintMemo(tmp_path / "memo.sqlite") as memo:
-        for target in (root, secret):
-            for m in (None, memo):
-                with pytest.raises(PermissionError, match=r"cannot fingerprint input file .*d/b/c\.txt: "
-                                                          r"Permission denied"):
-                    file_fingerprint(target, m)
+        for m in (None, memo):
+            got = file_fingerprint(root, m)
+            assert got["sha256"] == want and got["files"] == 3
+            assert got["unreadable"] == [{"path": "b/c.txt", "problem": "permission denied"}]
+            with pytest.raises(PermissionError, match=r"cannot fingerprint input file .*d/b/c\.txt: "
+                                                      r"Permission denied"):
+                file_fingerprint(secret, m)
 
 
-def test_unreadable_folders_raise_an_oserror_naming_them(tmp_path, monkeypatch):
+def test_unreadable_folders_are_bad_entries_the_top_one_raises(tmp_path, monkeypatch):
     root = _tree(tmp_path / "d")
     hidden = os.fsencode(root / "b" / "d")
     real_scandir = os.scandir
 
     def fake_scandir(path=".", *a):
-        if path == hidden:
+        if path in (hidden, os.fsencode(tmp_path / "locked")):
             raise PermissionError(13, "Permission denied", os.fsdecode(path))
         return real_scandir(path, *a)
 
     monkeypatch.setattr(fp.os, "scandir", fake_scandir)
-    with pytest.raises(PermissionError, match=r"cannot fingerprint input folder .*d/b/d: Permission denied"):
-        file_fingerprint(root)
+    want = hashlib.sha256(b"a.txt" + _sha(b"alpha").encode() + b"z.txt" + _sha(b"zeta").encode()
+                          + b"b/c.txt" + _sha(b"gamma").encode() + b"b/d!permission denied").hexdigest()
+    got = file_fingerprint(root)
+    assert got["sha256"] == want and got["unreadable"] == [{"path": "b/d", "problem": "permission denied"}]
+    (tmp_path / "locked").mkdir()
+    with pytest.raises(PermissionError, match=r"cannot fingerprint input folder .*locked: Permission denied"):
+        file_fingerprint(tmp_path / "locked")
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file")
-def test_chmod_000_file_raises_naming_it(tmp_path):
+def test_chmod_000_file_is_a_bad_entry_and_raises_given_directly(tmp_path):
     root = _tree(tmp_path / "d")
     (root / "a.txt").chmod(0)
     try:
+        assert file_fingerprint(root)["unreadable"] == [{"path": "a.txt", "problem": "permission denied"}]
         with pytest.raises(PermissionError, match="a.txt"):
-            file_fingerprint(root)
+            file_fingerprint(root / "a.txt")
     finally:
         (root / "a.txt").chmod(0o644)
 

@@ -270,3 +270,33 @@ def test_over_long_single_line_is_skipped_whole(tmp_path):
     lines = list(iter_text_lines(path, max_line_bytes=100))
     assert [(r.line_no, r.value) for r in lines] == [(1, "a,b"), (2, None), (3, "3,ok")]
     assert lines[1].problem == "line over 100 bytes"
+
+
+
+GUESS = "is a best-effort guess: field 1 of the line,"
+CUT_ROWS = [  # (the line, its drop's id, the end of its detail)
+    ('"nVbIUDjzWY4,Food and Entertaining,Drinks,3,25938\n', "nVbIUDjzWY4",   # the quote opens inside the id
+     f"the id 'nVbIUDjzWY4' {GUESS} split at every delimiter, its quotes removed"),
+    ('"Qh9aZ0mPp1k","Food and Entertaining,Recipes,12,25938\n', "Qh9aZ0mPp1k",  # a quoted id, then an open quote
+     f"the id 'Qh9aZ0mPp1k' {GUESS} read before the quote left open"),
+    ('Kpk5Qq9ZWbo,Food and Entertaining,"Drinks,6,25938\n', "Kpk5Qq9ZWbo",
+     f"the id 'Kpk5Qq9ZWbo' {GUESS} read before the quote left open"),
+    ('"a b c,Food and Entertaining,Drinks,6,25938\n', "row:1",
+     "field 1 of the line reads 'a b c' (best effort: split at every delimiter, its quotes removed), not a valid id"),
+]
+
+
+@pytest.mark.parametrize("line,item_id,note", CUT_ROWS, ids=[c[1] for c in CUT_ROWS])
+def test_metadata_row_cut_by_a_quote_is_named_by_its_first_field(tmp_path, line, item_id, note):
+    """A row whose quote is left open loses its line only, and is named by its first field, the video id, as read
+    from the raw line: sure when the field ends before the open quote, else a guess (the line split at commas, its
+    quotes removed); the detail says it is a best-effort guess. A first field that is no valid id: ``row:<n>``."""
+    text = ("video_id,category_1,category_2,rank,task_id\n"
+            "gkjnR3-ZVts,Food and Entertaining,Drinks,6,25938\n"
+            f"{line}"
+            "f4mT2zB0eQs,Cars & Other Vehicles,Cars,1,1234\n")
+    rows, drops = _split(read_metadata(_write(tmp_path / "HowTo100M_v1.csv", text)))
+    assert [(r["video_id"], r["_ord"]) for r in rows] == [("gkjnR3-ZVts", 0), ("f4mT2zB0eQs", 2)]
+    assert [(d.item_id, d.reason) for d in drops] == [(item_id, "malformed_metadata_row")]
+    assert drops[0].detail == ("line 3: unterminated quoted field: the quote opened on line 3 runs to line 4 (end of "
+                               f"file); this line is dropped, reading resumes at line 4; {note}")

@@ -18,6 +18,7 @@ from builders.sources.html_pages import (
     page_url,
     read_html_page,
     read_html_pages,
+    url_detail,
 )
 
 
@@ -112,3 +113,27 @@ def test_read_html_page_never_raises(tmp_path):
     for key, items in (("gone", missing), ("nul", nul)):
         assert len(items) == 1 and isinstance(items[0], Drop)
         assert (items[0].item_id, items[0].reason, items[0].stage) == (key, "page_unreadable", STAGE)
+
+
+def test_drop_detail_starts_with_the_page_url(tmp_path):
+    """A page too large is named by the canonical URL of its first bytes; an unreadable one says the URL is unknown."""
+    (tmp_path / "big.html").write_bytes(b"<html><head><link rel='canonical' href='https://big.example/p'></head>"
+                                        + b"x" * 200 + b"</html>")
+    (tmp_path / "bare.html").write_bytes(b"<html>" + b"x" * 200 + b"</html>")
+    (tmp_path / "c.html.gz").write_bytes(b"not gzip at all")
+    items = list(read_html_pages(tmp_path, max_bytes=100))
+    assert [(d.item_id, d.reason, d.detail) for d in items] == [
+        ("bare", "payload_too_large",
+         "url unknown (no canonical link or og:url in its first bytes); bare.html: more than 100 bytes"),
+        ("big", "payload_too_large", "url https://big.example/p; big.html: more than 100 bytes"),
+        ("c", "page_unreadable",
+         "url unknown (the page could not be read); c.html.gz: BadGzipFile: Not a gzipped file (b'no')"),
+    ]
+
+
+def test_url_detail_puts_the_url_first_and_cuts_a_long_one():
+    assert url_detail("https://a/x", "HTTP status 404") == "url https://a/x; HTTP status 404"
+    assert url_detail("https://a/x") == "url https://a/x"
+    assert url_detail("", "gone", "no header") == "url unknown (no header); gone"
+    long = "https://a/" + "y" * 400
+    assert url_detail(long, "d") == f"url {long[:297]}...; d"

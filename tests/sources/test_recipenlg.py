@@ -95,7 +95,7 @@ def test_malformed_rows_become_named_drops_and_reading_goes_on(tmp_path):
     assert [r["recipe_id"] for r in good] == [0, 7, 8, 9]
     assert [(d.item_id, d.reason) for d in drops] == [
         ("1", "malformed_recipe_json"),
-        ("row:2", "malformed_csv_row"),
+        ("2", "malformed_csv_row"),  # 6 columns: still named by its id, the first field
         ("row:3", "malformed_csv_row"),
         ("4", "malformed_recipe_json"),
         ("5", "malformed_recipe_json"),
@@ -149,3 +149,20 @@ def test_missing_file_and_wrong_header_raise_at_call_time(tmp_path):
     empty.write_text("", encoding="utf-8")
     with pytest.raises(ValueError, match="empty"):
         read_recipenlg(empty)
+
+
+def test_row_cut_by_a_quote_is_named_by_its_first_field(tmp_path):
+    """A quoted field left open costs its line only; the drop is named by the recipe id of the line's first field
+    (a best-effort guess, said in the detail), or ``row:<n>`` when that is not an integer."""
+    path = _write_csv(tmp_path / "cut.csv", [_good("0"), _good("1")])
+    good = path.read_text(encoding="utf-8")
+    path.write_text(good + '7,Toast,"[""bread""]","[""Toast.""]",x,Gathered,"[""b""]\n'
+                    + '"x8,Toast,x\n' + "9,Toast,[],[],x,Gathered,[]\n", encoding="utf-8")
+    rows, drops = _split(read_recipenlg(path))
+    assert [r["recipe_id"] for r in rows] == [0, 1, 9]
+    assert [(d.item_id, d.reason) for d in drops] == [("7", "malformed_csv_row"), ("row:3", "malformed_csv_row")]
+    assert drops[0].detail.startswith("line 4: unterminated quoted field: the quote opened on line 4")
+    assert drops[0].detail.endswith("; the id '7' is a best-effort guess: field 1 of the line, read before the quote "
+                                    "left open")
+    assert drops[1].detail.endswith("; field 1 of the line reads 'x8' (best effort: split at every delimiter, its "
+                                    "quotes removed), not a valid id")

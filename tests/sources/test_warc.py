@@ -373,3 +373,40 @@ def test_read_warc_record_of_a_header_drop_record_gives_that_drop(tmp_path):
     items = read_warc_record(path, after, path.stat().st_size - after, "a.warc.gz")
     assert [(x.reason, x.item_id) for x in items] == [
         ("http_status", next(d.item_id for d in listing if isinstance(d, Drop) and d.reason == "http_status"))]
+
+
+def test_every_drop_detail_starts_with_the_record_url(tmp_path):
+    """A drop keeps the record's id; its detail names the page a user knows (``url <WARC-Target-URI>``), or says why
+    the URL is unknown: no such header (warcinfo), or headers that cannot be read (a corrupt gzip member)."""
+    _, drops, _ = _split(list(read_warc(_standard(True, tmp_path / "a.warc.gz"))))
+    assert [d.detail for d in drops] == [
+        "url unknown (no WARC-Target-URI header); WARC-Type warcinfo",
+        "url http://a.example/1; WARC-Type request",
+        "url http://a.example/404; HTTP status 404",
+        "url http://a.example/img.png; content type image/png",
+    ]
+    assert all(d.item_id.startswith("<urn:uuid:") for d in drops)
+    _, drops, _ = _split(list(read_warc(_truncated(tmp_path / "t.warc.gz"))))
+    assert drops[0].reason == "warc_truncated" and drops[0].detail.startswith("url http://a.example/2; t.warc.gz: ")
+    _, drops, _ = _split(list(read_warc(_cut_in_headers(tmp_path / "c.warc"))))
+    assert drops[0].detail.startswith("url unknown (the record's headers could not be read); c.warc: ")
+    start = _corrupt_member_folder(tmp_path / "crawl")
+    _, drops, _ = _split(list(read_warc(tmp_path / "crawl")))
+    assert [(d.item_id, d.detail.split(": ", 1)[0]) for d in drops] == [
+        (f"a.warc.gz@{start}", "url unknown (the record's headers could not be read); a.warc.gz")]
+    big = _write(tmp_path / "big.warc", [lambda w: _response(w, "http://a.example/big", b"<html>" + b"x" * 200)],
+                 gz=False)
+    _, drops, _ = _split(list(read_warc(big, max_payload_bytes=100)))
+    assert [d.detail for d in drops] == ["url http://a.example/big; payload above 100 bytes"]
+
+
+def test_read_warc_record_names_the_listed_url_when_the_headers_are_gone(tmp_path):
+    """The listing read the record's URL; a record whose bytes changed since is a drop under the listed URL."""
+    path = _standard(True, tmp_path / "a.warc.gz")
+    p = next(e for e in list_warc_records(path) if is_warc_pointer(e))
+    assert p["url"] == "http://a.example/1"
+    path.write_bytes(b"\x00" * path.stat().st_size)
+    items = read_warc_record(path, p["offset"], p["length"], "a.warc.gz", url=p["url"])
+    assert [(x.reason, x.detail.split("; ", 1)[0]) for x in items] == [("warc_corrupt", "url http://a.example/1")]
+    items = read_warc_record(path, p["offset"], p["length"], "a.warc.gz")  # no listed URL: said so
+    assert items[0].detail.startswith("url unknown (the record's headers could not be read); a.warc.gz: ")

@@ -109,8 +109,10 @@ class HowToStepConfig:
     #: off but within it: counter feature_length_mismatch, the build proceeds with the rows
     feature_duration_tolerance_s: float = 2.0
     feature_duration_tolerance_frac: float = 0.10   # see feature_duration_tolerance_s (toolkit; >= 0)
-    #: without a video file the narrations bound the duration: rows must reach the last narration end (minus the
-    #: tolerance) and stay under this multiple of it plus the tolerance (silent outros; toolkit; >= 1)
+    #: without a video file the features are the video: narrations starting at or after their end (one row a
+    #: second) are dropped (counter narration_beyond_video; too_few_narrations when fewer than min_narrations
+    #: remain: TAN's rule, Li et al., ECCV 2024, supp. §6.1); rows above this multiple of the last narration end
+    #: plus the tolerance, or none, are feature_duration_mismatch (silent outros; toolkit; >= 1)
     feature_transcript_span_ratio: float = 2.0
     # ---- MPTVA (Chen et al., ECCV 2024, §3.3)
     tau: float = 0.07                      # MPTVA softmax temperature

@@ -17,9 +17,14 @@ the block they were stored in (the features loaded are those of a full recomputa
 
 Drops (docs/reason-codes.md): ``missing_features``, ``bad_features`` (also more than ``feature_max_bad_share`` rows
 holding NaN/Inf or a value beyond ``feature_max_abs``, in a file or computed), ``feature_duration_mismatch`` (a
-file's rows against the container duration, or the narrations' span without a video file: issue 20),
-``video_unreadable``; counters ``features_repaired``, ``feature_length_mismatch`` (more than 2 s off, within the
-tolerance: the build proceeds with the file's rows).
+file's rows against the container duration, or, without a video file, an empty file or one far longer than the
+narrations), ``video_unreadable``; counters ``features_repaired``, ``feature_length_mismatch`` (more than 2 s off,
+within the tolerance: the build proceeds with the file's rows).
+
+Without a video file a feature file is the video: the narrations that start at or after its end (``T`` rows:
+``T`` s) are dropped from the row (counter ``narration_beyond_video``), and the video is dropped as
+``too_few_narrations`` only when fewer than ``min_narrations`` remain (:func:`narrations_within_features`; TAN's
+rule, which HowToStep follows: Li et al., ECCV 2024, supp. §6.1).
 """
 
 from __future__ import annotations
@@ -69,6 +74,17 @@ def narrated_end(row: Row) -> float | None:
     return max(ends) if ends else None
 
 
+def narrations_within_features(narrations: list[dict[str, Any]], rows: int) -> tuple[list[dict[str, Any]], int]:
+    """The narrations that start before the end of ``rows`` one-a-second features, and how many start at or after it.
+
+    A narration starting at ``s >= rows`` has no feature second (``floor(s) >= rows``, the rule of
+    ``ops.step_timestamps.narration_frame_matrix``); one starting before and ending after is kept (its end is clipped
+    there). TAN's pipeline, which HowToStep follows, drops such narrations and keeps the video (Li et al., ECCV 2024,
+    supp. §6.1). The kept narrations keep their order and ``index``."""
+    kept = [n for n in narrations if float(n["start"]) < rows]
+    return kept, len(narrations) - len(kept)
+
+
 def frame_count(row: Row) -> int:
     """T for computed or simulated features: whole seconds of the container duration, else of the last narration
     end (extractors produce floor(duration) rows, one a second: Li et al., ECCV 2024, supp. §6.1); at least 1."""
@@ -100,8 +116,19 @@ def load_row_features(row: Row, visual_dim: int) -> np.ndarray:
     again without judging its share of bad rows a second time (any NaN/Inf would still be caught and repaired)."""
     from ...sources.visual_features import read_visual_features
 
-    x, _ = read_visual_features(feature_ref(row, visual_dim), visual_dim, max_bad_share=1.0)
+    x, _ = read_visual_features(feature_ref(row, visual_dim), visual_dim, max_bad_share=1.0,
+                                cache=row.get("features_rows") is not None)
     return x
+
+
+def shards_naming(stage: Any, path: str | Path) -> list[int]:
+    """The work shards of the complete ``visual_features`` stage ``stage`` (``StageData``) whose rows name the store
+    file ``path`` (their ``features_path``): those to recompute when it is damaged (the store's reader raises
+    ``DamagedCache`` naming it, ``builders.sources.feature_files.check_store_block``; ``builders.core.repair``)."""
+    target = str(Path(path).resolve())
+    return [i for i in range(stage.n)
+            if any(r.get("features_path") and str(Path(r["features_path"]).resolve()) == target
+                   for r in stage.shard_rows(i, ["features_path"]))]
 
 
 @dataclass(eq=False, kw_only=True)
@@ -119,9 +146,10 @@ class VisualFeatures(Step):
     # a redone shard processes only its changed videos, in one call (one store block: builders/core/row_reuse.py)
     row_wise = True
     row_wise_batch = True
+    owns_cache = ("features",)   # the feature store's blocks (builders/sources/visual_features.py)
     reads = {"video_id": str, "duration": Any, "narrations": list}
     writes = {"features_path": str, "features_rows": Any, "features_kind": str, "features_digest": Any,
-              "num_frames": int, "visual_features": str, "duration": Any}
+              "num_frames": int, "visual_features": str, "duration": Any, "narrations": list}
 
     visual_features: str | None            # file | compute | simulated
     visual_dim: int
@@ -136,10 +164,21 @@ class VisualFeatures(Step):
     feature_duration_tolerance_s: float
     feature_duration_tolerance_frac: float
     feature_transcript_span_ratio: float
+    #: without a video file, a video left with fewer narrations before the features' end is ``too_few_narrations``
+    #: (the Narrations stage's threshold, config ``min_narrations``)
+    min_narrations: int = 5
     vision_device: str = execution_setting("cpu")
 
     def resources(self) -> Resources:
         return Resources(gpus=gpus_for_device(self.vision_device) if self.visual_features == "compute" else 0.0)
+
+    def cache_config(self) -> dict[str, Any]:
+        """The cache key's parameters: ``min_narrations`` only keys ``visual_features=file``, the one mode where it can
+        drop a video (:meth:`_narrations_within`), so the other modes keep their keys and store folders."""
+        config = super().cache_config()
+        if self.visual_features != "file":
+            config.pop("min_narrations", None)
+        return config
 
     def missing_requirements(self) -> list[Requirement]:
         if self.visual_features == "compute":
@@ -153,6 +192,9 @@ class VisualFeatures(Step):
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
         key = hashlib.sha256(json.dumps(self.cache_config(), sort_keys=True, default=str).encode()).hexdigest()
         return {"store": str(Path(inputs.cache_dir) / "features" / key[:16])}
+
+    def shards_naming(self, data: Any, path: Path) -> list[int]:
+        return shards_naming(data, path)
 
     def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
         """Each video's feature file (``file``) or media file (``compute``), by content; nothing else varies by
@@ -214,6 +256,10 @@ class VisualFeatures(Step):
             except MediaError as e:  # compute: the frames cannot be decoded (``video_unreadable``)
                 out.drop(vid, "video_unreadable", str(e))
                 continue
+            if source == "file":
+                r = self._narrations_within(r, T, out)
+                if r is None:
+                    continue
             done.append((r, where, T, source))
         refs = self._store([where for _, where, _, _ in done])
         for (r, _, T, source), (path, span, kind, digest) in zip(done, refs):
@@ -224,6 +270,27 @@ class VisualFeatures(Step):
             out.keep({**r, "features_path": str(path), "features_rows": span, "features_kind": kind,
                       "features_digest": digest, "num_frames": int(T), "visual_features": source,
                       "duration": dur if dur is not None else float(T)})
+
+    def _narrations_within(self, r: Row, T: int, out: Out) -> Row | None:
+        """A feature file without a video file is the video: its narrations that start at or after row ``T`` are
+        dropped (counter ``narration_beyond_video``), and the video is ``too_few_narrations`` when fewer than
+        ``min_narrations`` remain (None returned). TAN's rule, which HowToStep follows (Li et al., ECCV 2024, supp.
+        §6.1). With a video file the row is returned as it is (the labelers count what lies beyond T)."""
+        from ...sources.visual_features import has_container_duration
+
+        if has_container_duration(r.get("duration")):
+            return r
+        narr = list(r.get("narrations") or ())
+        kept, beyond = narrations_within_features(narr, T)
+        if not beyond:
+            return r
+        if len(kept) < self.min_narrations:
+            out.drop(r["video_id"], "too_few_narrations",
+                     f"{len(kept)} of {len(narr)} narrations start before the end of the {T} feature rows (1 a "
+                     f"second; no video file), fewer than min_narrations={self.min_narrations}")
+            return None
+        out.count("narration_beyond_video", beyond)
+        return {**r, "narrations": kept}
 
     def _store(self, items: list[tuple[Path | str, Any]]) -> list[tuple[Path, list[int] | None, str, str | None]]:
         """One store file per kind for the shard's arrays (``(kind, rows)`` items); files given (``(path,

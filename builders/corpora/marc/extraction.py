@@ -2,6 +2,10 @@
 step 1): the web pages are listed as cheap pointers (a WARC record's offset, an HTML file), then each page is read and
 its Schema.org recipes extracted (JSON-LD with repairs, then microdata).
 
+Drops name the page a user knows: a WARC record keeps its ``WARC-Record-ID`` (a page of ``--pages`` its key) as the
+drop's id, the ids of kept rows derive from it, and the detail starts with ``url <the page's URL>``, or says why the
+URL is unknown (:func:`builders.sources.html_pages.url_detail`).
+
 Per-item invalidation (README.md "Caching and resume"): a WARC record's pointer row carries the sha256 of the
 record's bytes, and a page of ``--pages`` keys its shard of ``read_recipe_pages`` by its content, so editing one page
 parses again only the shard holding it.
@@ -19,13 +23,14 @@ from typing import Any
 from ...core.fingerprint import hash_obj, item_file_sha
 from ...core.records import Count, Drop, Out, Row
 from ...core.step import Source, Step, input_path
-from ...sources.html_pages import list_pages, read_html_page
+from ...sources.html_pages import list_pages, read_html_page, url_detail
 from ...sources.schema_org import read_schema_recipes
 from ...sources.warc import find_warc_files, list_warc_records, read_warc_record
 
-#: a listed page: a WARC record (``kind`` ``warc``: its file, offset and length) or an HTML file (``page``: offset -1)
+#: a listed page: a WARC record (``kind`` ``warc``: its file, offset and length, its ``WARC-Target-URI`` as ``url``)
+#: or an HTML file (``page``: offset -1, ``url`` "": it is known once the page is read)
 PAGE_FIELDS: dict[str, Any] = {"page_id": str, "kind": str, "path": str, "offset": int, "length": int,
-                               "warc_filename": str, "_sha": str}
+                               "warc_filename": str, "url": str, "_sha": str}
 #: an extracted recipe (``builders.sources.schema_org.records.recipe_rows``), ``steps`` made storable, and ``_key``
 #: (``<page_id>#<index in page>``)
 EXTRACTED_FIELDS: dict[str, Any] = {
@@ -50,7 +55,7 @@ class RecipePagesSource(Source):
     N pages."""
 
     name = "list_recipe_pages"
-    version = "3"
+    version = "4"
     writes = PAGE_FIELDS
     #: a WARC pointer row carries ``_sha``, the sha256 of the record's bytes; a page row names its file, whose content
     #: keys its shard of ``read_recipe_pages`` (:meth:`ParseRecipePages.item_digest`): the listing is made again
@@ -71,11 +76,11 @@ class RecipePagesSource(Source):
     def read(self) -> Iterator[Row | Drop | Count]:
         record_sha = _RecordSha()
         warc = ({"page_id": x["record_id"], "kind": "warc", "path": x["path"], "offset": int(x["offset"]),
-                 "length": int(x["length"]), "warc_filename": x["warc_filename"],
+                 "length": int(x["length"]), "warc_filename": x["warc_filename"], "url": x["url"],
                  "_sha": record_sha(x["path"], int(x["offset"]), int(x["length"]))} if isinstance(x, dict) else x
                 for x in (list_warc_records(self.warc) if self.warc else ()))
-        pages = ({"page_id": key, "kind": "page", "path": str(path), "offset": -1, "length": -1,
-                  "warc_filename": "", "_sha": ""} for key, path in (list_pages(self.pages) if self.pages else ()))
+        pages = ({"page_id": key, "kind": "page", "path": str(path), "offset": -1, "length": -1, "warc_filename": "",
+                  "url": "", "_sha": ""} for key, path in (list_pages(self.pages) if self.pages else ()))
         n = 0
         try:
             for item in chain(warc, pages):
@@ -124,19 +129,29 @@ class _RecordSha:
         self.f = self.path = None
 
 
+def page_drop_detail(url: str, detail: str) -> str:
+    """The detail of a drop of a page's extraction, led by the page's URL (``url <url>; ...``); a page of ``--pages``
+    without a canonical link or ``og:url`` (its ``url`` is ``page:<key>``, the drop's id is its key) has none. A detail
+    that is the URL alone (``no_schema_recipe``) is not repeated."""
+    if url.startswith("page:"):
+        return url_detail("", "" if detail == url else detail, "no canonical link or og:url in the page")
+    return url_detail(url, "" if detail == url else detail)
+
+
 @dataclass(eq=False)
 class ParseRecipePages(Step):
     """Extraction (Lin et al., ACL 2020, §2.1): reads each listed page (one WARC record by offset, or one HTML file) and
     extracts its Schema.org recipes (JSON-LD with repairs, microdata); a page gives one row per recipe, or a named
-    drop."""
+    drop (its detail led by the page's URL)."""
 
     name = "read_recipe_pages"
-    version = "2"
+    version = "3"
     id_field = "page_id"
     parent_field = "page_id"
     fan_out = True
     item_fields = ("page_id", "kind", "path")
-    reads = {"page_id": str, "kind": str, "path": str, "offset": int, "length": int, "warc_filename": str}
+    reads = {"page_id": str, "kind": str, "path": str, "offset": int, "length": int, "warc_filename": str,
+             "url": str}
     writes = EXTRACTED_FIELDS
     replaces = True
 
@@ -160,14 +175,17 @@ class ParseRecipePages(Step):
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
             if r["kind"] == "warc":
-                items = read_warc_record(r["path"], r["offset"], r["length"], r["warc_filename"])
+                items = read_warc_record(r["path"], r["offset"], r["length"], r["warc_filename"], url=r["url"])
             else:
                 items = read_html_page(r["page_id"], r["path"])
+            # the page's URL, for the extraction's drops (a reader's drop has it in its detail already)
+            url = next((str(x.get("url") or "") for x in items if isinstance(x, dict)), None)
             for item in read_schema_recipes(items):
                 if isinstance(item, Count):
                     out.count(item.name, item.n)
                 elif isinstance(item, Drop):
-                    out.drop(item.item_id, item.reason, item.detail)
+                    detail = item.detail if url is None else page_drop_detail(url, item.detail)
+                    out.drop(item.item_id, item.reason, detail)
                 else:
                     out.keep({**item, "steps": _steps_storable(item["steps"]),
                               "_key": f"{item['page_id']}#{item['recipe_index_in_page']}"})

@@ -5,7 +5,8 @@ terms of each text recipe (:class:`IngredientTerms`) (docs/corpora/marc.md, Pipe
 
 :func:`select_text_recipes` takes the recipe records of :func:`builders.sources.schema_org.read_schema_recipes`
 and returns rows shaped like the release's ``recipes`` config (text modality), with the split of their dish, plus
-one named drop per removed recipe. The corpus pipeline (videos, pairs, alignment, release) builds on it.
+one named drop per removed recipe (under its recipe id, its detail led by its URL: :func:`drop_detail`). The corpus
+pipeline (videos, pairs, alignment, release) builds on it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ...core.records import Drop, Out, Row
 from ...core.step import FitInputs, Requirement, Step
 from ...models.nlp import ContentLemmatizer
 from ...ops import dishes
+from ...sources.html_pages import url_detail
 from ...sources.schema_org import detect_language, instruction_units
 from .config import MarcConfig
 
@@ -59,6 +61,19 @@ def recipe_id(url: str, index_in_page: int) -> str:
     return base if index_in_page == 0 else f"{base}:{index_in_page}"
 
 
+def drop_detail(rec: Mapping[str, Any], detail: str) -> str:
+    """The detail of a dropped recipe, led by the URL its id hashes (``url <url>; ``, then ``page <page url>; `` when
+    the page's URL differs), so that a drop under ``t:<sha1>`` can be found by the page a user knows. A page of
+    ``--pages`` without a canonical link (URL ``page:<key>``) has no URL: the detail names its key."""
+    url = str(rec.get("url") or rec.get("page_url") or "")
+    page = str(rec.get("page_url") or "")
+    if page and page != url:
+        detail = f"page {page}; {detail}"
+    if url.startswith("page:"):
+        return url_detail("", detail, f"no canonical link or og:url in the page {url[len('page:'):]!r}")
+    return url_detail(url, detail, "neither the recipe nor its page has a URL")
+
+
 def _norm_instruction(text: str) -> str:
     return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
@@ -84,7 +99,7 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: Any = None) -
     outcome: dict[str, dict[str, Any] | Drop] = {}
 
     def dropped(p: dict[str, Any], reason: str, detail: str) -> None:
-        d = Drop(p["recipe_id"], STAGE, reason, detail)
+        d = Drop(p["recipe_id"], STAGE, reason, drop_detail(p["rec"], detail))
         drops.append(d)
         outcome[p["key"]] = d
 
@@ -184,7 +199,7 @@ class SelectTextRecipes(Step):
     (:func:`select_text_recipes`, which reads this step's parameters)."""
 
     name = "select_text_recipes"
-    version = "2"
+    version = "3"
     id_field = "recipe_id"
     reads = {"_key": str, "title": Any, "url": Any, "page_url": str, "recipe_index_in_page": int, "steps": list,
              "language": Any, "ingredients": list, "extraction": str, "warc_filename": Any,

@@ -68,11 +68,13 @@ def _checked_id(video_id: Any) -> str:
 
 def read_transcript_file(path: Path, max_bytes: int) -> bytes:
     """The bytes of one video's transcript file (``builders/sources/safe_open.py``): ``no_transcript`` when absent;
-    ``malformed_transcript`` for a FIFO, device or directory (refused unread: never a hang), a loop of links, more than
-    ``max_bytes`` bytes read (whatever ``stat`` says) or a read error (docs/reason-codes.md)."""
+    ``malformed_transcript`` for a dangling link, a FIFO, device or directory (refused unread: never a hang), a loop
+    of links, more than ``max_bytes`` bytes read (whatever ``stat`` says) or a read error (docs/reason-codes.md)."""
     try:
         return read_input_bytes(path, max_bytes=max_bytes, what="transcript")
     except FileNotFoundError:
+        if path.is_symlink():  # a dangling link: the entry is there, and broken
+            raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path}: dangling symbolic link") from None
         raise TranscriptError(NO_TRANSCRIPT, f"no file {path.name}") from None
     except InputTooLarge:
         raise TranscriptError(MALFORMED_TRANSCRIPT, f"{path.name}: more than {max_bytes} bytes") from None
