@@ -309,6 +309,14 @@ def write_release(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     return ReleaseCounts(got, up_to_date=False, key=key)
 
 
+def _in_work_dir(path: str, work_dir: str | None) -> str:
+    """``path`` relative to the work directory (a release names no absolute path), else its file name."""
+    try:
+        return Path(path).resolve().relative_to(Path(work_dir).resolve()).as_posix()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return Path(path).name
+
+
 def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, Any], spec: ReleaseSpec,
                   stage: Path, key: str) -> dict[str, dict[str, int]]:
     stats: dict[str, Any] = {
@@ -370,6 +378,10 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     stats["release"] = release
     if "this_build" in stats and (parts_stats.made or parts_stats.reused):
         stats["this_build"]["release_parts"] = {"made": parts_stats.made, "reused": parts_stats.reused}
+    if "this_build" in stats and parts_stats.damaged:  # remade parts are damaged caches recomputed, too
+        names = [_in_work_dir(p, info.get("work_dir")) for p in parts_stats.damaged]
+        stats["this_build"]["damaged_cache_files"] = [*stats["this_build"].get("damaged_cache_files", []), *names]
+        stats["this_build"]["damaged_caches_recomputed"] = len(stats["this_build"]["damaged_cache_files"])
     stats.update(_value(spec.stats_extra))
     for rel, content in _value(spec.files).items():
         target = stage / rel

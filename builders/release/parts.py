@@ -28,7 +28,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +84,9 @@ class PartsStats:
 
     made: int = 0
     reused: int = 0
+    #: the parts and scan partials found damaged and made again (absolute paths; ``flow`` counts them in
+    #: ``this_build``)
+    damaged: list[str] = field(default_factory=list)
 
 
 def part_key(rows: ShardedRows, config: str, features: Features, code: Any, shard_digest: str) -> str:
@@ -259,6 +262,7 @@ def build_parts(rows: ShardedRows, config: str, features: Features, splits: tupl
     def remake(k: int) -> str:
         """Part ``k`` made again (it was found damaged); its new sha256."""
         with _REMAKE_LOCK:
+            stats.damaged.append(str(paths[k]))
             sha = make(k, paths[k])
             _save_digests(folder, known)
             shas[k] = sha
@@ -423,6 +427,7 @@ def scan_partials(scan: ShardedScan, code: Any, stats: PartsStats | None = None)
                 if err.why != _EARLIER_FORMAT:  # an earlier build's partial is made again without a word
                     log.warning("damaged release scan partial %s (%s): folded again from its work shard", path,
                                 err.why)
+                    stats.damaged.append(str(path))
             else:
                 stats.reused += 1
                 yield partial
