@@ -191,13 +191,20 @@ def _as_list(v: Any) -> list[str]:
     return [str(x) for x in ([v] if isinstance(v, (str, os.PathLike)) else list(v or [])) if x]
 
 
+def input_names(conf: Mapping[str, Any], path_keys: tuple[str, ...],
+                fingerprints: Mapping[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """Every input path of the config (``path_keys``) and of the fingerprints -> its name relative to the inputs'
+    common root (``builders.core.fingerprint.relative_paths``): the names the manifest and the drops use."""
+    paths = [p for k in path_keys for p in _as_list(conf.get(k))]
+    paths += [f["path"] for fps in fingerprints.values() for f in fps]
+    return relative_paths(paths)
+
+
 def portable_inputs(cfg: Any, path_keys: tuple[str, ...],
                     fingerprints: Mapping[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The config and the input fingerprints with every input path made relative to the inputs' common root."""
     conf = to_dict(cfg)
-    paths = [p for k in path_keys for p in _as_list(conf.get(k))]
-    paths += [f["path"] for fps in fingerprints.values() for f in fps]
-    rel = relative_paths(paths)
+    rel = input_names(conf, path_keys, fingerprints)
     for k in path_keys:
         v = conf.get(k)
         if isinstance(v, str) and v:
@@ -330,7 +337,8 @@ def _write_staged(result: BuildResult, cfg: Any, out_dir: Path, info: dict[str, 
     this_build = getattr(result, "this_build", None)
     if callable(this_build):
         stats["this_build"] = this_build()
-    n_drops = write_drops(stage / "drops.parquet", result)
+    names = input_names(to_dict(cfg), spec.path_keys, result.input_fingerprints)
+    n_drops = write_drops(stage / "drops.parquet", result, {os.path.abspath(p): r for p, r in names.items()})
     if n_drops != sum(stats["drops"].values()):  # an invariant of the runner: fail loudly, even under python -O
         raise RuntimeError(f"drops.parquet has {n_drops} rows but stats.json counts {sum(stats['drops'].values())}")
     conf, inputs = portable_inputs(cfg, spec.path_keys, result.input_fingerprints)

@@ -277,6 +277,27 @@ def test_write_drops_writes_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["drops.parquet"]
 
 
+def test_write_drops_names_input_paths_as_the_manifest_does(tmp_path):
+    """A drop naming a file of an input folder by its absolute path is released under the folder's manifest name; a
+    path that only starts like an input is left alone."""
+    import pyarrow.parquet as pq
+
+    from builders.release import write_drops
+
+    class Result:
+        def drops(self):
+            return [{"item_id": "/in/pages/x.html", "stage": "s", "reason": "unreadable_input_entry",
+                     "detail": "/in/pages/x.html: dangling symbolic link"},
+                    {"item_id": "v1", "stage": "s", "reason": "bad_features",
+                     "detail": "/in/feats/v1.npy: shape (0,); see /in/pagesx and /in/raw.json"}]
+
+    path = tmp_path / "drops.parquet"
+    write_drops(path, Result(), {"/in/pages": "pages", "/in/feats": "feats", "/in/raw.json": "raw.json"})
+    assert pq.read_table(path).select(["item_id", "detail"]).to_pylist() == [
+        {"item_id": "pages/x.html", "detail": "pages/x.html: dangling symbolic link"},
+        {"item_id": "v1", "detail": "feats/v1.npy: shape (0,); see /in/pagesx and raw.json"}]
+
+
 def test_swap_restores_a_release_left_aside_by_a_killed_swap_before_replacing_it(tmp_path):
     from builders.release import stage_release, swap_into_place
 
