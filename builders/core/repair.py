@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import DamagedCache
-from .shards import work_shard_name
 
-if TYPE_CHECKING:  # step imports shards, as this module does
+if TYPE_CHECKING:
     from .shards import StageData
     from .step import Step
 
@@ -67,6 +66,8 @@ def owners_of(damaged: DamagedCache, made: list[tuple[Step, StageData]], work_di
         rel = path.relative_to(Path(os.path.abspath(work_dir)) / "cache")
     except ValueError:
         return []
+    from .shards import work_shard_name   # pyarrow: the CLI imports this module before it tunes Arrow's allocator
+
     out: list[str] = []
     for step, data in made:
         if rel.parts and rel.parts[0] in step.owns_cache:
