@@ -100,7 +100,8 @@ def test_a_symlink_loop_as_the_transcripts(tmp_path):
 
 def test_a_symlink_loop_inside_a_transcript_directory(tmp_path):
     """A WhisperX directory holding ``<id>.json -> itself`` and ``sub -> .`` is a usable directory (the build is not
-    refused for it) and indexing it ends, skipping the looping entry (its video is then ``no_transcript``)."""
+    refused for it) and indexing it ends; the looping entry is its video's path, so that reading it drops the video
+    as ``malformed_transcript`` naming the link (tests/bad_input/test_directory_entries.py), never silently."""
     from dataclasses import dataclass
 
     from builders.core.driver import check_paths
@@ -116,7 +117,7 @@ def test_a_symlink_loop_inside_a_transcript_directory(tmp_path):
         transcripts: str = str(d)
 
     check_paths(Cfg())
-    assert _index_dir(d) == {}
+    assert _index_dir(d) == {"dQw4w9WgXcQ": d / "dQw4w9WgXcQ.json"}
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file: a permission error cannot be made by chmod")

@@ -117,8 +117,9 @@ def visual_features_step(cfg: HowToStepConfig) -> VisualFeatures:
         text_encoder=cfg.text_encoder, feature_max_bad_share=cfg.feature_max_bad_share,
         feature_max_abs=cfg.feature_max_abs, feature_duration_tolerance_s=cfg.feature_duration_tolerance_s,
         feature_duration_tolerance_frac=cfg.feature_duration_tolerance_frac,
-        feature_transcript_span_ratio=cfg.feature_transcript_span_ratio, min_narrations=cfg.min_narrations,
-        vision_device=cfg.vision_device)
+        feature_transcript_span_ratio=cfg.feature_transcript_span_ratio, vision_device=cfg.vision_device,
+        # only feature files can cut narrations (the video's length is the file's): the threshold reaches them alone
+        **({"min_narrations": cfg.min_narrations} if cfg.visual_features == "file" else {}))
 
 
 def _asr(cfg: HowToStepConfig) -> dict[str, Any]:
