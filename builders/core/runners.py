@@ -318,6 +318,9 @@ class LocalRunner:
 
 
 # ---------------------------------------------------------------- Ray Data runner
+#: how an actor's ``failed`` cell says that a cache file it read is damaged (followed by ``[path, why]`` in JSON)
+_DAMAGED = "damaged cache:"
+
 class _ShardActor:
     """Ray actor for stage ``k`` of a segment: ``setup`` once (models load here), then one shard per call. A shard
     that failed upstream passes through; a cached shard is read back, not recomputed."""
@@ -336,13 +339,17 @@ class _ShardActor:
             if out["failed"][j]:
                 col.append("")
                 continue
-            stats = shard_is_done(self.task, i)
-            cached = stats is not None
             try:
+                stats = shard_is_done(self.task, i)
+                cached = stats is not None
                 if stats is None:
                     stats = run_shard(self.task, i)
             except ShardUnfinished as e:
                 out["failed"][j] = f"{self.k}:{e.cause}"
+                col.append("")
+                continue
+            except DamagedCache as e:  # said to the driver as data: Ray's task errors keep only its text
+                out["failed"][j] = _DAMAGED + json.dumps([e.path, e.why])
                 col.append("")
                 continue
             col.append(json.dumps({"stats": stats, "cached": cached}))
@@ -423,7 +430,13 @@ class RayRunner:
         if g > 0:
             gpu_workers(step, self._cluster_gpus())
         remote = self._ray.remote(num_cpus=1, num_gpus=g)(_fit_task)
-        return self._ray.get(remote.remote(step, inputs))
+        try:
+            return self._ray.get(remote.remote(step, inputs))
+        except self._ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, DamagedCache):  # the driver's own type, for core/repair.py
+                raise DamagedCache(cause.path, cause.why) from None
+            raise
 
     def run_segment(self, tasks: list[StageTask], n: int, on_done: OnDone, on_fail: OnFail) -> None:
         import json
@@ -455,6 +468,8 @@ class RayRunner:
                         d = json.loads(cell)
                         on_done(k, i, d["stats"], d["cached"])
                 failed = str(batch["failed"][j])
+                if failed.startswith(_DAMAGED):  # the build forgets the file and goes again (core/repair.py)
+                    raise DamagedCache(*json.loads(failed[len(_DAMAGED):]))
                 if failed:
                     k, _, why = failed.partition(":")
                     on_fail(int(k), i, why)

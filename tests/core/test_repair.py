@@ -133,7 +133,7 @@ def make_corpus(work_dir: Path) -> types.ModuleType:
 VALUES = [1, 2, 3, 5, 6, 7, 8, 9, 11, 15]   # shards: [1 2 3 5] [6 7 8 9] [11 15]
 
 
-def build(tmp: Path, suffix: str = "!", name: str = "a", tag: str = "") -> tuple[dict, dict]:
+def build(tmp: Path, suffix: str = "!", name: str = "a", tag: str = "", engine: str = "local") -> tuple[dict, dict]:
     work = tmp / f"work-{name}"
     numbers = tmp / "numbers.json"
     if not numbers.exists():
@@ -141,7 +141,7 @@ def build(tmp: Path, suffix: str = "!", name: str = "a", tag: str = "") -> tuple
     Spell.calls.clear()
     Blob.calls.clear()
     opts = BuildOptions(out=tmp / f"out-{name}", work_dir=work, sets={"numbers": str(numbers), "suffix": suffix, "tag": tag},
-                        progress=False, quiet=True)
+                        progress=False, quiet=True, engine=engine, workers=2 if engine == "ray" else 1)
     run_build(make_corpus(work), opts)
     release = tmp / f"out-{name}" / "toy_repair"
     return (json.loads((release / "rows.json").read_text()),
@@ -237,6 +237,17 @@ def test_a_damaged_file_that_rows_name_recomputes_the_shards_naming_it(built, ca
     assert work["damaged_cache_files"] == [blob.relative_to(built / "work-a").as_posix()]
     assert blob.read_bytes() == text_of(11).encode()
     assert capfd.readouterr().err.count("warning: damaged cache file") == 1
+
+
+@pytest.mark.ray
+def test_a_damaged_shard_read_in_a_ray_actor_is_recomputed(built):
+    """Under ``--engine ray`` the damage is found inside an actor: Ray's task error still leads to the shard."""
+    pytest.importorskip("ray")
+    target = stage_dir(built, "blob") / "part-00001.parquet"
+    flip(target, text_of(7).encode())
+    rows, work = build(built, suffix="?", engine="ray")
+    assert work["damaged_cache_files"] == [target.relative_to(built / "work-a").as_posix()]
+    assert rows == expected(built, "?")
 
 
 def test_a_damaged_input_of_the_user_is_an_error_not_a_repair(built):
