@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import errno as _errno
 import re
+from typing import TypeVar
 
 from .config import ConfigError
+
+E = TypeVar("E", bound=BaseException)
 
 #: exception class names (anywhere in the MRO) treated as transient, for libraries we do not import here
 TRANSIENT_NAMES = frozenset({
@@ -89,16 +92,23 @@ DISK_FULL = frozenset(e for e in (getattr(_errno, "ENOSPC", None), getattr(_errn
 _ERRNO_IN_TEXT = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
 
 
-def os_error_in(exc: BaseException) -> OSError | None:
-    """The first ``OSError`` in ``exc``'s chain of causes and contexts (a runner may wrap a worker's error)."""
+def error_in(exc: BaseException, kind: type[E]) -> E | None:
+    """The first ``kind`` in ``exc``'s chain of causes and contexts (a runner may wrap a worker's error; Ray's task
+    errors hold it as ``cause``), or None."""
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if isinstance(e, OSError):
+        if isinstance(e, kind):
             return e
-        e = e.__cause__ or e.__context__
+        cause = getattr(e, "cause", None)
+        e = cause if isinstance(cause, BaseException) else (e.__cause__ or e.__context__)
     return None
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The first ``OSError`` in ``exc``'s chain of causes and contexts (:func:`error_in`)."""
+    return error_in(exc, OSError)
 
 
 def error_number(exc: OSError) -> int | None:

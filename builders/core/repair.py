@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DamagedCache
+from .errors import DamagedCache, error_in
 
 if TYPE_CHECKING:
     from .shards import StageData
@@ -44,17 +44,8 @@ _SOURCE_STAGE = re.compile(r"^00_.+-[0-9a-f]{12}\Z")
 
 
 def damaged_in(exc: BaseException) -> DamagedCache | None:
-    """The :class:`DamagedCache` that ``exc`` is or was caused by (a runner may wrap a worker's error: Ray's task
-    errors keep it as ``cause``), or None."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, DamagedCache):
-            return e
-        cause = getattr(e, "cause", None)
-        e = cause if isinstance(cause, BaseException) else (e.__cause__ or e.__context__)
-    return None
+    """The :class:`DamagedCache` that ``exc`` is or was caused by (``builders.core.errors.error_in``), or None."""
+    return error_in(exc, DamagedCache)
 
 
 def owners_of(damaged: DamagedCache, made: list[tuple[Step, StageData]], work_dir: Path) -> list[str]:
