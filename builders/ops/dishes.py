@@ -8,7 +8,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 _WORD = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
@@ -47,11 +47,22 @@ def common_title_word_mask(titles: Sequence[str], quantile: float = 0.5) -> list
     cut are kept). A title without a word is dropped."""
     words = [title_words(t) for t in titles]
     freq = Counter(w for ws in words for w in ws)
+    cut = title_word_cut(freq, quantile)
+    return [title_passes(ws, freq, cut) for ws in words]
+
+
+def title_word_cut(freq: Mapping[str, int], quantile: float = 0.5) -> int | None:
+    """f* of :func:`common_title_word_mask` from the title-word counts (streamed: the counts are all it needs);
+    None when there is no word."""
     if not freq:
-        return [False] * len(titles)
+        return None
     ranked = sorted(freq.values(), reverse=True)
-    cut = ranked[max(1, math.ceil(len(ranked) * quantile)) - 1]
-    return [bool(ws) and all(freq[w] >= cut for w in ws) for ws in words]
+    return ranked[max(1, math.ceil(len(ranked) * quantile)) - 1]
+
+
+def title_passes(words: Sequence[str], freq: Mapping[str, int], cut: int | None) -> bool:
+    """A title passes filter 4 when it has a word and every word's count is >= the cut."""
+    return cut is not None and bool(words) and all(freq.get(w, 0) >= cut for w in words)
 
 
 def sha1_hex(text: str) -> str:

@@ -34,10 +34,10 @@ from .config import MarcConfig
 from .extraction import ParseRecipePages, RecipePagesSource
 from .joint_alignment import DishGraphSource, JointAlignment
 from .pairs import DishPairsSource, HmmIbm1Align
-from .text import IngredientTerms, SelectTextRecipes
+from .text import IngredientTerms, RecipeInstructions, SelectTextRecipes
 from .videos import DishVideos, PickVideos, VideoCandidatesSource, VideoRecipe, VideoTerms
 
-__all__ = ["pipelines", "RecipePagesSource", "ParseRecipePages", "SelectTextRecipes", "IngredientTerms",
+__all__ = ["pipelines", "RecipePagesSource", "ParseRecipePages", "RecipeInstructions", "SelectTextRecipes", "IngredientTerms",
            "VideoCandidatesSource", "DishVideos", "TranscriptSentences", "ChatFilter", "PickVideos", "VideoTerms",
            "VideoRecipe", "DishPairsSource", "HmmIbm1Align", "DishGraphSource", "JointAlignment"]
 
@@ -51,6 +51,7 @@ def pipelines(cfg: MarcConfig, shard_size: int = 64) -> list[Pipeline]:
     return [
         Pipeline("text", RecipePagesSource(warc=list(cfg.warc), pages=cfg.pages, limit=cfg.limit), [
             ParseRecipePages(pages=cfg.pages),
+            RecipeInstructions(instruction_unit=cfg.instruction_unit),
             SelectTextRecipes(instruction_unit=cfg.instruction_unit, max_title_words=cfg.max_title_words,
                               min_steps=cfg.min_steps, title_word_quantile=cfg.title_word_quantile,
                               min_recipes_per_dish=cfg.min_recipes_per_dish,

@@ -12,16 +12,13 @@ pipeline (videos, pairs, alignment, release) builds on it.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...core.artefacts import artefact_dir
 from ...core.fingerprint import hash_obj
@@ -32,6 +29,7 @@ from ...ops import dishes
 from ...sources.html_pages import url_detail
 from ...sources.schema_org import detect_language, instruction_units
 from .config import MarcConfig
+from .selection import Outcomes, Selection, content_digest
 
 STAGE = "text_recipes"
 NOUN_POS = frozenset({"NOUN", "PROPN"})
@@ -78,6 +76,51 @@ def _norm_instruction(text: str) -> str:
     return _NON_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
+def recipe_instructions(rec: Mapping[str, Any], instruction_unit: str) -> dict[str, Any]:
+    """The per-recipe work of the selection (docs/corpora/marc.md, Pipeline step 2 and filter 1): the instruction
+    units, the language py3langid finds in them (under 20 characters: the declared one) and the digest of the
+    normalised title and instructions (filter 3's duplicate test)."""
+    units = instruction_units(rec.get("steps") or [], instruction_unit)
+    title = dishes.normalise_title(str(rec.get("title") or ""))
+    return {"instructions": [u.text for u in units], "step_index": [u.step_index for u in units],
+            "section": [u.section or "" for u in units],
+            "_lang": detect_language(" ".join(u.text for u in units), str(rec.get("language") or "")),
+            "_content": content_digest(title, (_norm_instruction(u.text) for u in units))}
+
+
+def recipe_facts(rec: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """What the global decisions read of one recipe (:data:`builders.corpora.marc.selection.FACT_FIELDS`), from an
+    extracted recipe carrying :func:`recipe_instructions`."""
+    return {"key": key, "title": dishes.normalise_title(str(rec.get("title") or "")),
+            "recipe_id": recipe_id(str(rec.get("url") or rec.get("page_url") or ""),
+                                   int(rec.get("recipe_index_in_page") or 0)),
+            "url": str(rec.get("url") or ""), "id_url": str(rec.get("url") or rec.get("page_url") or ""),
+            "page_url": str(rec.get("page_url") or ""), "warc_filename": str(rec.get("warc_filename") or ""),
+            "offset": int(rec.get("warc_record_offset") or -1), "language": rec["_lang"],
+            "content": rec["_content"], "n_units": len(rec["instructions"])}
+
+
+def text_row(rec: Mapping[str, Any], dish_id: str, dish_name: str, split: str) -> dict[str, Any]:
+    """A kept recipe's row (``recipes`` config, text modality, plus ``split``)."""
+    return {
+        "recipe_id": recipe_id(str(rec.get("url") or rec.get("page_url") or ""),
+                               int(rec.get("recipe_index_in_page") or 0)),
+        "dish_id": dish_id, "dish_name": dish_name, "modality": "text",
+        "title": dishes.normalise_title(str(rec.get("title") or "")),
+        "url": str(rec.get("url") or rec.get("page_url") or ""),
+        "language": "en", "ingredients": list(rec.get("ingredients") or []),
+        "instructions": list(rec["instructions"]), "step_index": list(rec["step_index"]),
+        "section": list(rec["section"]), "start": [], "end": [], "num_chat_removed": 0,
+        "source": {"extraction": str(rec.get("extraction") or "json-ld"),
+                   "warc_filename": str(rec.get("warc_filename") or ""),
+                   "warc_record_offset": int(rec.get("warc_record_offset") or -1),
+                   "warc_record_id": str(rec.get("warc_record_id") or ""),
+                   "recipe_index_in_page": int(rec.get("recipe_index_in_page") or 0),
+                   "asr_source": "", "chat_classifier": ""},
+        "split": split,
+    }
+
+
 def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: Any = None) -> TextRecipes:
     """Apply the instruction units, recipe filters and dishes (docs/corpora/marc.md, Pipeline steps 2-4) to
     extracted recipe records, in that order. ``cfg`` holds the settings the filters read (a :class:`MarcConfig`, or
@@ -91,119 +134,74 @@ def select_text_recipes(records: Iterable[Mapping[str, Any]], cfg: Any = None) -
     5. ``too_few_steps``: fewer than ``min_steps`` instructions. Then dishes (exact casefolded title tokens):
     ``dish_too_small`` below ``min_recipes_per_dish``, ``dish_capped`` beyond ``max_recipes_per_dish`` (smallest
     sha1(recipe_id) kept); dishes split by sha1 (103 / 94 of 4,262 scaled).
+
+    In memory, for a list of records; the build takes the same decisions shard by shard over a store on disk
+    (:class:`RecipeInstructions`, then :class:`SelectTextRecipes` over :class:`~.selection.Selection`).
     """
     cfg = cfg or MarcConfig()
-    drops: list[Drop] = []
-    counts: Counter = Counter()
-    prepared: list[dict[str, Any]] = []
+    prepared = []
+    selection = Selection()
+    try:
+        for position, rec in enumerate(records):
+            key = str(rec.get("_key", position))
+            full = {**rec, **recipe_instructions(rec, cfg.instruction_unit)}
+            prepared.append((key, full))
+            selection.add(recipe_facts(full, key), cfg)
+        counts = selection.decide(cfg)
+        drops = [Drop(rid, STAGE, reason, detail) for _key, rid, reason, detail in selection.drops()]
+        decided = Outcomes.of(selection).lookup([k for k, _ in prepared])
+    finally:
+        selection.close()
     outcome: dict[str, dict[str, Any] | Drop] = {}
-
-    def dropped(p: dict[str, Any], reason: str, detail: str) -> None:
-        d = Drop(p["recipe_id"], STAGE, reason, drop_detail(p["rec"], detail))
-        drops.append(d)
-        outcome[p["key"]] = d
-
-    for position, rec in enumerate(records):
-        key = str(rec.get("_key", position))
-        title = dishes.normalise_title(str(rec.get("title") or ""))
-        rid = recipe_id(str(rec.get("url") or rec.get("page_url") or ""), int(rec.get("recipe_index_in_page") or 0))
-        units = instruction_units(rec.get("steps") or [], cfg.instruction_unit)
-        joined = " ".join(u.text for u in units)
-        # 1. English instructions
-        p = {"rec": rec, "title": title, "recipe_id": rid, "units": units, "key": key}
-        lang = detect_language(joined, str(rec.get("language") or ""))
-        if lang != "en":
-            dropped(p, "non_english", f"{lang or 'unknown'}: {title}")
-            continue
-        # 2. title length
-        if len(title.split()) > cfg.max_title_words:
-            dropped(p, "title_too_long", title)
-            continue
-        prepared.append(p)
-
-    # 3. duplicates, first in (url, warc file, offset) order
-    prepared.sort(key=lambda p: (str(p["rec"].get("url") or ""), str(p["rec"].get("warc_filename") or ""),
-                                 int(p["rec"].get("warc_record_offset") or -1), p["recipe_id"]))
-    seen_content: set[tuple[str, tuple[str, ...]]] = set()
-    seen_id: set[str] = set()
-    unique = []
-    for p in prepared:
-        key = (p["title"].casefold(), tuple(_norm_instruction(u.text) for u in p["units"]))
-        # the same URL (recipe id = sha1 of the URL and the recipe's index in its page): the page crawled twice
-        if key in seen_content or p["recipe_id"] in seen_id:
-            dropped(p, "duplicate_recipe", p["title"])
-            continue
-        seen_content.add(key)
-        seen_id.add(p["recipe_id"])
-        unique.append(p)
-
-    # 4. common title words over the survivors of 1-3
-    keep = dishes.common_title_word_mask([p["title"] for p in unique], cfg.title_word_quantile)
-    survivors = []
-    for p, ok in zip(unique, keep):
-        if not ok:
-            dropped(p, "rare_title_word", p["title"])
-        # 5. at least min_steps instructions
-        elif len(p["units"]) < cfg.min_steps:
-            dropped(p, "too_few_steps", f"{len(p['units'])} instructions: {p['title']}")
-        else:
-            survivors.append(p)
-
-    # dishes, caps and splits (Lin et al., ACL 2020, §2)
-    by_dish: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for p in survivors:
-        by_dish[dishes.dish_id(p["title"])].append(p)
-    kept_dishes: dict[str, list[dict[str, Any]]] = {}
-    for dish, members in by_dish.items():
-        if len(members) < cfg.min_recipes_per_dish:
-            for p in members:
-                dropped(p, "dish_too_small", f"{dish}: {len(members)} recipes")
-            continue
-        capped = set(dishes.cap_recipes([p["recipe_id"] for p in members], cfg.max_recipes_per_dish))
-        for p in members:
-            if p["recipe_id"] not in capped:
-                dropped(p, "dish_capped", dish)
-        kept_dishes[dish] = [p for p in members if p["recipe_id"] in capped]
-    splits = dishes.dish_splits(kept_dishes, cfg.test_dishes, cfg.validation_dishes, cfg.paper_dishes)
     rows = []
-    for dish in sorted(kept_dishes):
-        dish_name = kept_dishes[dish][0]["title"]
-        for p in sorted(kept_dishes[dish], key=lambda q: q["recipe_id"]):
-            rec = p["rec"]
-            row = {
-                "recipe_id": p["recipe_id"], "dish_id": dish, "dish_name": dish_name, "modality": "text",
-                "title": p["title"], "url": str(rec.get("url") or rec.get("page_url") or ""),
-                "language": "en", "ingredients": list(rec.get("ingredients") or []),
-                "instructions": [u.text for u in p["units"]], "step_index": [u.step_index for u in p["units"]],
-                "section": [u.section or "" for u in p["units"]], "start": [], "end": [], "num_chat_removed": 0,
-                "source": {"extraction": str(rec.get("extraction") or "json-ld"),
-                           "warc_filename": str(rec.get("warc_filename") or ""),
-                           "warc_record_offset": int(rec.get("warc_record_offset") or -1),
-                           "warc_record_id": str(rec.get("warc_record_id") or ""),
-                           "recipe_index_in_page": int(rec.get("recipe_index_in_page") or 0),
-                           "asr_source": "", "chat_classifier": ""},
-                "split": splits[dish],
-            }
+    for key, full in prepared:
+        kind, *rest = decided[key]
+        if kind == "drop":
+            outcome[key] = Drop(rest[0], STAGE, rest[1], rest[2])
+        else:
+            row = text_row(full, *rest)
             rows.append(row)
-            outcome[p["key"]] = row
-    counts.update(d.reason for d in drops)
-    counts["kept"] = len(rows)
-    counts["dishes"] = len(kept_dishes)
+            outcome[key] = row
+    rows.sort(key=lambda r: (r["dish_id"], r["recipe_id"]))
     return TextRecipes(rows, drops, counts, outcome)
 
 
 @dataclass(eq=False)
+class RecipeInstructions(Step):
+    """The per-recipe part of the selection (Lin et al., ACL 2020, A.1.1; docs/corpora/marc.md, Pipeline step 2 and
+    filter 1), shard by shard: the instruction units, the language of the joined instructions (py3langid) and the
+    content digest of the duplicate test (:func:`recipe_instructions`). Row-wise: a redone shard reuses its unchanged
+    recipes."""
+
+    name = "recipe_instructions"
+    version = "1"
+    id_field = "_key"
+    row_wise = True
+    reads = {"_key": str, "title": Any, "steps": list, "language": Any}
+    writes = {"instructions": list, "step_index": list, "section": list, "_lang": str, "_content": str}
+
+    instruction_unit: str
+
+    def process(self, rows: list[Row], out: Out) -> None:
+        for r in rows:
+            out.keep({**r, **recipe_instructions(r, self.instruction_unit)})
+
+
+@dataclass(eq=False)
 class SelectTextRecipes(Step):
-    """Lin et al., ACL 2020, §2, A.1.1: instructions, English, title length, duplicates, common title words, >= 2 steps,
-    dishes with >= 3 recipes (capped at 100), dish splits. Global decisions, so the work is done once in ``fit``
-    (:func:`select_text_recipes`, which reads this step's parameters)."""
+    """Lin et al., ACL 2020, §2, A.1.1: English, title length, duplicates, common title words, >= 2 steps, dishes with
+    >= 3 recipes (capped at 100), dish splits. The global decisions are taken once in ``fit`` over the recipes' facts
+    streamed into a store on disk (:class:`~.selection.Selection`: memory holds the title-word counts and one dish);
+    each shard then looks its recipes' outcomes up, and is redone only when they changed (:meth:`item_digest`)."""
 
     name = "select_text_recipes"
-    version = "3"
+    version = "4"
     id_field = "recipe_id"
+    item_fields = ("_key",)
     reads = {"_key": str, "title": Any, "url": Any, "page_url": str, "recipe_index_in_page": int, "steps": list,
              "language": Any, "ingredients": list, "extraction": str, "warc_filename": Any,
-             "warc_record_offset": Any, "warc_record_id": Any}
+             "warc_record_offset": Any, "warc_record_id": Any, "instructions": list, "step_index": list,
+             "section": list, "_lang": str, "_content": str}
     writes = RECIPE_FIELDS
     replaces = True
 
@@ -218,29 +216,53 @@ class SelectTextRecipes(Step):
     paper_dishes: int
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        """Global stage: the outcome of every record (its kept row or its drop), written as ``outcome.parquet``."""
-        outcome = select_text_recipes(inputs.data.rows(), self).outcome
-        table = [{"key": k, "drop": [o.item_id, o.reason, o.detail] if isinstance(o, Drop) else None,
-                  "row": None if isinstance(o, Drop) else json.dumps(o, ensure_ascii=False)}
-                 for k, o in sorted(outcome.items())]
-        schema = pa.schema([("key", pa.string()), ("drop", pa.list_(pa.string())), ("row", pa.string())])
-        pq.write_table(pa.Table.from_pylist(table, schema=schema), inputs.artefact_dir / "outcome.parquet")
-        # the outcome's digest: when an edit changes it (a recipe's dish, a duplicate, the title-word quantile), every
-        # shard is redone (a look-up); those whose rows come out the same leave the later stages cached
-        return {"records": len(table), "digest": hash_obj(table)}
+        """Global stage: every recipe's outcome (its drop, or its dish, dish name and split) in ``selection.sqlite``.
+        The state names the store only: a shard's outcomes key it (:meth:`item_digest`), not the whole table."""
+        selection = Selection(inputs.artefact_dir / STORE)
+        try:
+            for rec in inputs.data.rows(FACT_COLUMNS):
+                selection.add(recipe_facts(rec, str(rec["_key"])), self)
+            selection.decide(self)
+        finally:
+            selection.close()
+        return {"store": STORE}
+
+    def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
+        """The digest of the outcomes of the shard's recipes: a refit that leaves them the same leaves the shard."""
+        keys = sorted(str(r["_key"]) for r in rows)
+        found = _outcomes(artefact_dir(state) / state["store"]).lookup(keys)
+        return hash_obj([[k, list(found[k]) if k in found else None] for k in keys])
 
     def setup(self, state: Any) -> None:
-        self.outcome = pq.read_table(artefact_dir(state) / "outcome.parquet")
-        self.index = {k: i for i, k in enumerate(self.outcome.column("key").to_pylist())}
+        self.outcomes = _outcomes(artefact_dir(state) / state["store"])
 
     def process(self, rows: list[Row], out: Out) -> None:
+        found = self.outcomes.lookup([str(r["_key"]) for r in rows])
         for r in rows:
-            i = self.index[r["_key"]]
-            drop = self.outcome.column("drop")[i].as_py()
-            if drop is not None:
-                out.drop(*drop)
+            kind, *rest = found[str(r["_key"])]
+            if kind == "drop":
+                out.drop(*rest)
             else:
-                out.keep(json.loads(self.outcome.column("row")[i].as_py()))
+                out.keep(text_row(r, *rest))
+
+
+def _outcomes(path: Path) -> Outcomes:
+    """One read-only connection a process to a decided store, opened again when a refit replaced the file."""
+    st = path.stat()
+    key = (st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _OPEN.get(str(path))
+    if cached is None or cached[0] != key:
+        if cached is not None:
+            cached[1].close()
+        _OPEN[str(path)] = (key, Outcomes(path))
+    return _OPEN[str(path)][1]
+
+
+_OPEN: dict[str, tuple[tuple, Outcomes]] = {}
+STORE = "selection.sqlite"
+#: the columns the fit reads (the facts of :func:`recipe_facts`)
+FACT_COLUMNS = ["_key", "title", "url", "page_url", "recipe_index_in_page", "warc_filename", "warc_record_offset",
+                "_lang", "_content", "instructions"]
 
 
 @dataclass(eq=False)
