@@ -341,6 +341,7 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
         src: Source = pipe.source
         sides = side_key(src.side_inputs, f"source {src.name!r} of {pipe.name!r}")
         src.side = {s: outputs[s] for s in src.side_inputs}
+        src.cache_dir = work_dir / "cache"
         # the folder is keyed by the source's config; its input contents and side inputs are listed again into it
         fp = hash_obj("source", src.name, src.version, src.cache_config(), pipe.shard_size, TOOLKIT_VERSION)
         content_key = hash_obj(inputs_of(src.name, src)[0], sides)

@@ -273,6 +273,9 @@ class Source(_Parametrised):
     rows_carry_content: ClassVar[bool] = False
 
     side: Mapping[str, StageData] = {}
+    #: the build's cache folder (``<work_dir>/cache``), set before ``read``: a source may keep what it learnt of an
+    #: unchanged input there (a WARC file's listing) and check it when read; None when run by hand
+    cache_dir: Path | None = None
 
     def read(self) -> Iterator[Row | Drop | Count]:
         raise NotImplementedError(f"{type(self).__name__}.read")
