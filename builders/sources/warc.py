@@ -309,6 +309,12 @@ def list_warc_records(paths: str | Path | Iterable[str | Path],
     return chain(bad, (item for path, name in files for item in _list_file(path, name)))
 
 
+def list_warc_file(path: Path, warc_filename: str) -> Iterator[Row | Drop]:
+    """The listing of one WARC file found by :func:`find_warc_files` (as :func:`list_warc_records` lists it among
+    the others): so that a build may list each file on its own and keep each file's listing."""
+    return _list_file(path, warc_filename)
+
+
 def is_warc_pointer(item: Row | Drop | Count) -> bool:
     """True for a pointer row of :func:`list_warc_records` (as opposed to a drop or a count)."""
     return isinstance(item, dict) and "record_id" in item and "offset" in item and "html" not in item

@@ -72,6 +72,9 @@ HERE = Path(__file__).resolve().parent
 HTM_370K = 370_000
 DEFAULT_SIZES = (1000, 20000)
 DEFAULT_CORPORA = ("howtostep", "marc")
+#: ``marc`` input layout: ``warc`` (issue 37: the pages packed into gzipped WARC files, a video side of one video per 3
+#: pages, tests/perf/scale_marc.py) or ``pages`` (a folder of HTML pages, text only); ``--marc-input``
+MARC_INPUT = "warc"
 
 # ---- issue 19 targets
 TODAY_WORK_MB_PER_VIDEO = 0.70
@@ -580,6 +583,8 @@ def bench_one(corpus: str, n: int, root: Path, seed: int = 0, extra: list[str] |
         gen = make_howtostep(inputs_dir, n, seed)
     elif corpus == "marc":
         gen = make_marc_pages(inputs_dir, n, seed)
+        if MARC_INPUT == "warc":  # issue 37: pages packed into WARC files, and a video side (tests/perf/scale_marc.py)
+            gen = _scale_marc().warc_inputs(gen, inputs_dir, seed, apply_edit=_apply_marc_edit)
     else:
         raise ValueError(f"no generator for corpus {corpus!r}")
     gen_s = time.perf_counter() - t0
@@ -645,6 +650,8 @@ def bench_one(corpus: str, n: int, root: Path, seed: int = 0, extra: list[str] |
     if edit:
         if corpus == "howtostep":
             what = edit_one_caption(gen["raw_caption"], seed)
+        elif callable(gen["edit"]):
+            what = gen["edit"]()
         else:
             what = _apply_marc_edit(gen["edit"])
         edited = _rerun(cmd, root, "edit", release, sample_s, timeout, log)
@@ -653,7 +660,36 @@ def bench_one(corpus: str, n: int, root: Path, seed: int = 0, extra: list[str] |
         res["work_after_edit"] = dir_usage(work)
         log(f"  edit one ({what}): rc {edited['rc']}, {edited['wall_s']:.1f} s wall "
             f"({edited['wall_s'] / fresh['wall_s']:.1%} of fresh), {edited['cpu_s']:.1f} s CPU; {_what(edited)}")
+        edited["em_s"] = _em_seconds(release, edited)
+    if corpus == "marc" and "add_warc" in gen:
+        res["marc"] = {"warc_files": gen["files"], "videos": gen["n_videos"], "em_fresh_s": _em_seconds(release, fresh)}
+        if edit:
+            what = gen["add_warc"]()
+            added = _rerun(cmd, root, "add_warc", release, sample_s, timeout, log)
+            added["edit"] = what
+            added["em_s"] = _em_seconds(release, added)
+            res["add_warc"] = added
+            log(f"  add one WARC file ({what}): rc {added['rc']}, {added['wall_s']:.1f} s wall "
+                f"({added['wall_s'] / fresh['wall_s']:.1%} of fresh), {added['cpu_s']:.1f} s CPU, EM "
+                f"{_secs(added['em_s'])}; {_what(added)}")
     return res
+
+
+def _scale_marc():
+    """tests/perf/scale_marc.py (WARC input and the video side of ``marc``), loaded beside this script."""
+    spec = importlib.util.spec_from_file_location("procvid_scale_marc", HERE / "scale_marc.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _em_seconds(release: Path, run: dict[str, Any]) -> float | None:
+    """The seconds of the HMM+IBM1 EM fit in the build that just ran (``marc``: ``hmm_ibm1``'s fit, from the
+    release's stats.json when this run wrote it), else None."""
+    if run.get("stats_json_rewritten") is False:
+        return None
+    st = (read_stats(release).get("steps") or {}).get("hmm_ibm1") or {}
+    return float(st.get("wall_seconds") or 0) if st.get("fit") == "ran" else None
 
 
 # ============================================================================================ targets and projection
@@ -900,11 +936,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-bytecode", action="store_true",
                     help="keep PYTHONDONTWRITEBYTECODE for the builds (default: unset, as in an installed toolkit)")
     ap.add_argument("--out", type=Path, default=None, help="JSON result path")
+    ap.add_argument("--marc-input", choices=("warc", "pages"), default=MARC_INPUT,
+                    help="marc: pages packed into WARC files with a video side (default), or a folder of pages")
     ap.add_argument("--json", action="store_true", help="print the JSON result at the end")
     ap.add_argument("--code", type=Path, default=None,
                     help="run the builds on the builders package of this folder (PYTHONPATH), e.g. an export of an "
                          "earlier commit: git archive <commit> | tar -x -C DIR (the generators use this tree)")
     args = ap.parse_args(argv)
+    global MARC_INPUT
+    MARC_INPUT = args.marc_input
     tmp = args.tmp or default_tmp()
     if args.code:
         code = args.code.resolve()

@@ -14,18 +14,23 @@ parses again only the shard holding it.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from ...core.atomic import atomic_write_bytes, atomic_write_json
+from ...core.checked import read_checked_bytes
+from ...core.errors import DamagedCache
 from ...core.fingerprint import hash_obj, item_file_sha
 from ...core.records import Count, Drop, Out, Row
 from ...core.step import Source, Step, input_path
 from ...sources.html_pages import list_pages, read_html_page, url_detail
 from ...sources.schema_org import read_schema_recipes
-from ...sources.warc import find_warc_files, list_warc_records, read_warc_record
+from ...sources.warc import find_warc_files, list_warc_file as _list_warc_file, read_warc_record, \
+    unreadable_warc_entries
 
 #: a listed page: a WARC record (``kind`` ``warc``: its file, offset and length, its ``WARC-Target-URI`` as ``url``)
 #: or an HTML file (``page``: offset -1, ``url`` "": it is known once the page is read)
@@ -74,24 +79,92 @@ class RecipePagesSource(Source):
         return paths
 
     def read(self) -> Iterator[Row | Drop | Count]:
-        record_sha = _RecordSha()
-        warc = ({"page_id": x["record_id"], "kind": "warc", "path": x["path"], "offset": int(x["offset"]),
-                 "length": int(x["length"]), "warc_filename": x["warc_filename"], "url": x["url"],
-                 "_sha": record_sha(x["path"], int(x["offset"]), int(x["length"]))} if isinstance(x, dict) else x
-                for x in (list_warc_records(self.warc) if self.warc else ()))
+        warc = self._warc_items() if self.warc else iter(())
         pages = ({"page_id": key, "kind": "page", "path": str(path), "offset": -1, "length": -1, "warc_filename": "",
                   "url": "", "_sha": ""} for key, path in (list_pages(self.pages) if self.pages else ()))
         n = 0
+        for item in chain(warc, pages):
+            if isinstance(item, dict):
+                if self.limit is not None and n >= self.limit:
+                    yield Count("limit_reached")
+                    break
+                n += 1
+            yield item
+
+    def _warc_items(self) -> Iterator[Row | Drop | Count]:
+        """The WARC inputs file by file: a file whose size, mtime and inode are those of its cached listing is not
+        read again (its pointer rows and drops come from the listing, checked against its sha256), so a new crawl
+        segment lists that file alone (:class:`WarcListings`)."""
+        files = find_warc_files(self.warc)
+        yield from unreadable_warc_entries(self.warc)
+        listings = WarcListings(self.cache_dir)
+        for path, name in files:
+            yield from listings.items(path, name)
+
+
+def _pointer_row(x: Row, sha: str) -> Row:
+    return {"page_id": x["record_id"], "kind": "warc", "path": x["path"], "offset": int(x["offset"]),
+            "length": int(x["length"]), "warc_filename": x["warc_filename"], "url": x["url"], "_sha": sha}
+
+
+class WarcListings:
+    """The listing of each WARC file on its own (docs/corpora/marc.md, "Inputs"): its pointer rows (with the sha256 of
+    each record's bytes) and header drops, kept under ``<cache>/warc_listing`` keyed by the file's path, name, size,
+    mtime and inode, with the sha256 of the listing (the digest of the file's index) recorded beside it. A listing
+    found damaged is made again (counted ``warc_listing_damaged``); without a cache folder every file is listed."""
+
+    VERSION = "1"
+
+    def __init__(self, cache_dir: Path | None):
+        self.root = Path(cache_dir) / "warc_listing" if cache_dir is not None else None
+
+    def items(self, path: Path, name: str) -> Iterator[Row | Drop | Count]:
+        st = path.stat()
+        key = {"path": str(path.resolve()), "given": str(path), "name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+               "ino": st.st_ino, "version": self.VERSION}
+        stem = hashlib.sha1(f"{key['path']}\0{name}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        if self.root is not None:
+            cached = self._cached(stem, key)
+            if isinstance(cached, list):
+                yield from cached
+                return
+            if cached == "damaged":
+                yield Count("warc_listing_damaged")
+        items = list(self._list(path, name))
+        if self.root is not None:
+            self._store(stem, key, items)
+        yield from items
+
+    @staticmethod
+    def _list(path: Path, name: str) -> Iterator[Row | Drop]:
+        record_sha = _RecordSha()
         try:
-            for item in chain(warc, pages):
-                if isinstance(item, dict):
-                    if self.limit is not None and n >= self.limit:
-                        yield Count("limit_reached")
-                        break
-                    n += 1
-                yield item
+            for x in _list_warc_file(path, name):
+                yield (_pointer_row(x, record_sha(x["path"], int(x["offset"]), int(x["length"])))
+                       if isinstance(x, dict) else x)
         finally:
             record_sha.close()
+
+    def _cached(self, stem: str, key: dict[str, Any]) -> list[Row | Drop] | str | None:
+        try:
+            meta = json.loads((self.root / f"{stem}.key.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or meta.get("key") != key:
+            return None
+        try:
+            data = json.loads(read_checked_bytes(self.root / f"{stem}.json", meta.get("sha256") or "x"))
+        except (OSError, ValueError, DamagedCache):
+            return "damaged"
+        return [Drop(*x["drop"]) if "drop" in x else x for x in data]
+
+    def _store(self, stem: str, key: dict[str, Any], items: list[Row | Drop]) -> None:
+        data = json.dumps([{"drop": [x.item_id, x.stage, x.reason, x.detail]} if isinstance(x, Drop) else x
+                           for x in items], ensure_ascii=True).encode("ascii")
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.root / f"{stem}.json", data)
+        atomic_write_json(self.root / f"{stem}.key.json", {"key": key, "sha256": hashlib.sha256(data).hexdigest(),
+                                                            "records": len(items)})
 
 
 class _RecordSha:

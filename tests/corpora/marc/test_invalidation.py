@@ -148,7 +148,11 @@ def test_editing_one_warc_record_redoes_only_its_shard(tmp_path):
     _make_warc(pages, warc)
     st = _build(tmp_path / "out", inputs)
     assert st["steps"]["list_recipe_pages"]["computed_shards"] == n
-    assert _computed(st, TEXT_STAGES) == {"read_recipe_pages": 1, "select_text_recipes": n, "ingredient_terms": 1}
+    # the selection is fitted again, and only the shard whose recipes' outcome changed is redone (a dish's shards
+    # when its members change; here the edited recipe's own)
+    assert _computed(st, TEXT_STAGES) == {"read_recipe_pages": 1, "select_text_recipes": 1, "ingredient_terms": 1}
+    assert st["steps"]["recipe_instructions"]["computed_shards"] == 1
+    assert st["steps"]["select_text_recipes"]["fit"] == "ran"
     after = _release(tmp_path / "out")
     assert after != before
     _build(tmp_path / "fresh", inputs)
