@@ -920,6 +920,7 @@ def test_scale_1000():
 
 
 def main(argv: list[str] | None = None) -> int:
+    global MARC_INPUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES), help="videos (marc: pages)")
@@ -943,7 +944,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the builds on the builders package of this folder (PYTHONPATH), e.g. an export of an "
                          "earlier commit: git archive <commit> | tar -x -C DIR (the generators use this tree)")
     args = ap.parse_args(argv)
-    global MARC_INPUT
     MARC_INPUT = args.marc_input
     tmp = args.tmp or default_tmp()
     if args.code:

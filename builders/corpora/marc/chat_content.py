@@ -148,12 +148,17 @@ class ChatFilter(Step):
         self.model = self.encoder = None
 
     def process(self, rows: list[Row], out: Out) -> None:
+        """The shard's sentences go through the encoder and the classifier in one call (full encoder batches, as a
+        GPU wants them), each with its own video's duration; each video is then decided on its own."""
+        proba = None
+        if self.model is not None:
+            flat = [(s, r["duration"]) for r in rows for s in r["sentences"]]
+            proba = iter(self.model.predict_proba([s["text"] for s, _ in flat], [s["start"] for s, _ in flat],
+                                                  [s["end"] for s, _ in flat], [d for _, d in flat], self.encoder))
         for r in rows:
             sents = r["sentences"]
-            if self.model is not None:
-                proba = self.model.predict_proba([s["text"] for s in sents], [s["start"] for s in sents],
-                                                 [s["end"] for s in sents], r["duration"], self.encoder)
-                content = [s for s, p in zip(sents, proba) if p >= self.chat_threshold]
+            if proba is not None:
+                content = [s for s in sents if next(proba) >= self.chat_threshold]
             else:
                 content = list(sents)
             removed = len(sents) - len(content)
