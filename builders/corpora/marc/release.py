@@ -24,6 +24,7 @@ from typing import Any
 from ... import __version__ as TOOLKIT_VERSION
 from ...core.orchestrate import BuildResult
 from ...release.flow import ReleaseSpec, schema_files, write_release
+from ...release.parts import ShardedRows
 from ...release.streaming import SortedSpill, count_rows
 from ...release.tallies import Tally
 from ...ops.alignment_products import multi_step_breakdowns, paraphrases
@@ -295,16 +296,13 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
             spill.add(pairwise_row(p), (p["pair_type"], p["split"]))
         return spill
 
-    @functools.cache
-    def joint() -> SortedSpill:
-        spill = SortedSpill(spec.scratch_dir() / "joint", key=lambda j: j["dish_id"])
-        for j in result.outputs["dishes"].rows():
-            spill.add({k: j[k] for k in schema().FEATURES["joint"]}, j["split"])
-        return spill
+    def joint_rows(rows: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+        fields = list(schema().FEATURES["joint"])
+        return ((j["split"], {k: j[k] for k in fields}) for j in rows)
 
-    def rows() -> dict[str, dict[str, Any]]:
+    def rows() -> dict[str, dict[str, Any] | ShardedRows]:
         para_types = [t for t in schema().PAIR_TYPES if t != "video_video" or cfg.release_video_video_paraphrases]
-        out: dict[str, dict[str, Any]] = {c: {} for c in schema().CONFIG_FEATURES}
+        out: dict[str, dict[str, Any] | ShardedRows] = {c: {} for c in schema().CONFIG_FEATURES}
         for s in SPLITS:
             out["recipes"][s] = lambda s=s: recipes().rows(s)
             for t in schema().PAIR_TYPES:
@@ -313,9 +311,11 @@ def release(result: BuildResult, cfg: MarcConfig, out_dir: Path, info: dict[str,
                                                  for x in paraphrase_rows(p, cfg.paraphrase_threshold))
             out["multi_step_breakdown"][s] = lambda s=s: (x for p in pairs().rows(("text_text", s))
                                                           for x in breakdown_rows(p, cfg.breakdown_threshold))
-            out["joint"][s] = lambda s=s: joint().rows(s)
             out["chat_content"][s] = lambda s=s: (chat_content_rows(classifier()["folder"], s) if classifier()
                                                   else iter(()))
+        # the dish graphs are listed in dish_id order, the joint config's order: its rows come from parts made one
+        # work shard at a time (an edit re-encodes the shards of the dishes it changed)
+        out["joint"] = ShardedRows(result.outputs["dishes"], joint_rows)
         return out
 
     def files() -> dict[str, Path]:
