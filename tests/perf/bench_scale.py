@@ -728,6 +728,10 @@ def evaluate(results: list[dict[str, Any]]) -> dict[str, Any]:
                 "work_files_le_third": _ok(pv["work_files"], TODAY_WORK_FILES_PER_VIDEO / 3),
                 "toolkit_cpu_le_50ms": _ok(pv["toolkit_cpu_ms"], TARGET_TOOLKIT_MS),
             }
+            if corpus == "marc":
+                m = marc_targets(r)
+                t["pass"].update(m.pop("pass"))
+                t.update(m)
             sizes[r["n"]] = t
         small, large = rs[0], rs[-1]
         cross: dict[str, Any] = {"small": small["n"], "large": large["n"]}
@@ -760,6 +764,48 @@ def evaluate(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _mark(v: bool | None) -> str:
     return "-" if v is None else ("PASS" if v else "FAIL")
+
+
+#: issue 37: the paper's crawl (3.2M recipes in Common Crawl pages), kept text recipes and videos
+MARC_CRAWLED, MARC_KEPT_TEXT, MARC_VIDEOS = 3_200_000, 48_852, 77_550
+MARC_PAGE_STEPS = ("list_recipe_pages", "read_recipe_pages", "recipe_instructions", "select_text_recipes",
+                   "ingredient_terms")
+MARC_VIDEO_STEPS = ("read_video_candidates", "dish_videos", "load_transcript", "chat_filter", "pick_videos",
+                    "video_terms", "video_recipe")
+
+
+def marc_targets(r: dict[str, Any]) -> dict[str, Any]:
+    """Issue 37's targets of one ``marc`` size: one edited page and one added WARC file each cost at most the EM
+    retraining (``hmm_ibm1`` in that rerun) plus 10 % of the fresh build (wall; CPU alongside); and the projection to
+    the paper's 3.2M crawled recipes, 48,852 kept and 77,550 videos: page-side steps scale with pages, video-side steps
+    with videos, the rest (pairs, EM, dish graphs, release, start-up) with kept text recipes."""
+    f = r["fresh"]
+    out: dict[str, Any] = {"pass": {}}
+    for name in ("edit_one", "add_warc"):
+        run = r.get(name)
+        if not run or run.get("rc") != 0:
+            continue
+        em = run.get("em_s") or 0.0
+        out[f"{name}_em_s"] = run.get("em_s")
+        out[f"{name}_share"] = run["wall_s"] / f["wall_s"]
+        out[f"{name}_beyond_em_share"] = (run["wall_s"] - em) / f["wall_s"]
+        out["pass"][f"{name}_le_em_plus_10pct"] = _ok(out[f"{name}_beyond_em_share"], TARGET_EDIT_SHARE)
+    steps = r.get("steps") or {}
+    share = r.get("cpu_share") or 1.0
+    sec = {k: share * float(s.get("seconds") or 0) for k, s in steps.items()}
+    pages = r["n"]
+    videos = (steps.get("video_recipe") or {}).get("kept") or 0
+    kept = (steps.get("select_text_recipes") or {}).get("kept") or 0
+    page_s = sum(v for k, v in sec.items() if k in MARC_PAGE_STEPS)
+    video_s = sum(v for k, v in sec.items() if k in MARC_VIDEO_STEPS)
+    rest_s = max(0.0, f["cpu_s"] - page_s - video_s)
+    proj = page_s / pages * MARC_CRAWLED + (video_s / videos * MARC_VIDEOS if videos else 0.0) \
+        + (rest_s / kept * MARC_KEPT_TEXT if kept else 0.0)
+    out["projection_paper"] = {"cpu_hours": proj / 3600, "page_side_cpu_s_per_page": page_s / pages,
+                               "video_side_cpu_s_per_video": video_s / videos if videos else None,
+                               "rest_cpu_s_per_kept_text_recipe": rest_s / kept if kept else None,
+                               "videos": videos, "kept_text": kept}
+    return out
 
 
 def print_table(results: list[dict[str, Any]], targets: dict[str, Any], log=print) -> None:
@@ -811,6 +857,22 @@ def print_table(results: list[dict[str, Any]], targets: dict[str, Any], log=prin
                           f"{e['recomputed']['total_shards']} shards, pipelines {_secs(e['recomputed']['pipelines_s'])}"
                           f", release {_secs(e['recomputed']['release_s'])}"),
                          _mark(t["pass"]["edit_one_lt_10pct"]) + " (< 10 %)"))
+        for name, label in (("edit_one", "  edit one: EM (hmm_ibm1) | beyond EM"),
+                            ("add_warc", "add one WARC file (one new page)")):
+            if name not in r or f"{name}_share" not in t:
+                continue
+            e = r[name]
+            rows.append((label, f"{e['wall_s']:.1f} s wall, {e['cpu_s']:.1f} s CPU",
+                         f"{t[name + '_share']:.1%} of fresh; EM {_secs(t[name + '_em_s'])}, beyond EM "
+                         f"{t[name + '_beyond_em_share']:.1%}; {e['recomputed']['shards']}/"
+                         f"{e['recomputed']['total_shards']} shards",
+                         _mark(t["pass"][f"{name}_le_em_plus_10pct"]) + " (<= EM + 10 %)"))
+        if "projection_paper" in t:
+            pp = t["projection_paper"]
+            rows.append(("projected to 3.2M crawled / 48,852 kept / 77,550 videos", f"{pp['cpu_hours']:.1f} CPU-h",
+                         f"{1000 * pp['page_side_cpu_s_per_page']:.1f} ms/page, "
+                         f"{_secs(pp['video_side_cpu_s_per_video'])}/video, "
+                         f"{_secs(pp['rest_cpu_s_per_kept_text_recipe'])}/kept recipe", ""))
         w0 = max(len(x[0]) for x in rows)
         w1 = max(len(x[1]) for x in rows)
         w2 = max(len(x[2]) for x in rows)
