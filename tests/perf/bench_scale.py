@@ -613,6 +613,8 @@ def bench_one(corpus: str, n: int, root: Path, seed: int = 0, extra: list[str] |
         log(Path(fresh["log"]).read_text(errors="replace")[-3000:])
         return res
     steps = stats.get("steps") or {}
+    if corpus == "marc":
+        res["em_fresh_s"] = _em_seconds(release, fresh)
     cfg = _build_config(release)
     res["config"] = {k: cfg.get(k) for k in ("llm", "text_encoder", "visual_features", "rounds", "labeler", "media",
                                                 "transcript_format", "classifier", "aligner") if k in cfg}
@@ -662,7 +664,7 @@ def bench_one(corpus: str, n: int, root: Path, seed: int = 0, extra: list[str] |
             f"({edited['wall_s'] / fresh['wall_s']:.1%} of fresh), {edited['cpu_s']:.1f} s CPU; {_what(edited)}")
         edited["em_s"] = _em_seconds(release, edited)
     if corpus == "marc" and "add_warc" in gen:
-        res["marc"] = {"warc_files": gen["files"], "videos": gen["n_videos"], "em_fresh_s": _em_seconds(release, fresh)}
+        res["marc"] = {"warc_files": gen["files"], "videos": gen["n_videos"], "em_fresh_s": res.get("em_fresh_s")}
         if edit:
             what = gen["add_warc"]()
             added = _rerun(cmd, root, "add_warc", release, sample_s, timeout, log)
