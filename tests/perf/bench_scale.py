@@ -5,7 +5,8 @@ For each size in ``--sizes`` (default 1,000 and 20,000) and each corpus in ``--c
 1. inputs are generated into a temporary folder: HowTo100M-shaped ``HowTo100M_v1.csv``, ``task_ids.csv``,
    ``raw_caption.json`` and replayed LLM answers for ``howtostep`` (``tests/perf/scale_inputs.py``,
    ``make_howtostep_inputs``; features are simulated by the build), and a directory of ``<key>.html`` recipe pages with
-   Schema.org Recipe JSON-LD for ``marc`` (:func:`make_marc_pages`, text only: ``--pages DIR``);
+   Schema.org Recipe JSON-LD for ``marc`` (:func:`make_marc_pages`), packed into gzipped WARC files with a video side
+   of one video per 3 pages (``tests/perf/scale_marc.py``; ``--marc-input pages``: the page folder, text only);
 2. **fresh build**: ``python -m builders.build <corpus> --out OUT --work-dir WORK <inputs> --workers 1
    --no-progress`` as a subprocess, in an empty work directory. Measured: wall time; CPU time (user + sys of the child
    and every descendant it waited for, from ``os.wait4``); peak RSS (the sum over the child's process tree sampled
@@ -20,6 +21,8 @@ For each size in ``--sizes`` (default 1,000 and 20,000) and each corpus in ``--c
    runs again. What each rerun recomputed is read from its own log (the CLI's summary: ``cached/shards`` per step and
    "this build: N shard(s) computed, M reused; global stages fitted: ..."), not from ``stats.json``: a release found
    up to date is not rewritten, so its ``stats.json`` is then the earlier build's (both are kept in the JSON);
+   ``marc`` also measures one added WARC file (a new segment with one new page) and the seconds of the EM
+   (``hmm_ibm1``) in each rerun, against issue 37's targets (:func:`marc_targets`);
 5. **projection to HTM-370K** (370,000 videos): CPU-hours = CPU s/video at the largest size x 370,000; memory =
    peak RSS extrapolated linearly in N from the two largest sizes (one size: taken as flat).
 
