@@ -4,7 +4,8 @@ config mapped onto the steps.
 Four pipelines, in run order (each stage cached per shard, so a killed build resumes):
 
 * ``text``: Common Crawl WARC files and HTML pages -> Schema.org recipes (§2.1, :mod:`.extraction`) -> instructions,
-  the five recipe filters, dishes and dish splits (§2, A.1.1) -> ingredient terms (§2.3, A.1.4) (:mod:`.text`);
+  per-recipe instruction units and language
+  (``recipe_instructions``), the five recipe filters, dishes and dish splits (§2, A.1.1) -> ingredient terms (§2.3, A.1.4) (:mod:`.text`);
 * ``videos``: video candidates per dish (:mod:`.videos`) -> transcripts -> sentences -> chat/content classifier
   (A.1.3, :mod:`.chat_content`) -> videos per dish -> ingredient terms of the content sentences (:mod:`.videos`);
 * ``pairs``: within-dish pairs with ingredient and length pruning (§2.3, A.1.4) -> HMM+IBM1 posteriors in both
@@ -20,7 +21,7 @@ and a page of ``--pages`` keys its shard of ``read_recipe_pages`` by its content
 the ``raw_caption.json`` split, or its WhisperX file) keys its shard of ``load_transcript``; the video candidates carry
 their dish's name, split and size (joined from the text pipeline when listed). So editing one page or one transcript
 redoes the shards holding it in the ``text`` / ``videos`` pipelines, and the global stages whose input changed:
-``select_text_recipes`` (fitted again, its outcome redoes its shards - a table look-up - when it changed),
+``select_text_recipes`` (fitted again over the recipes' facts; it redoes the shards whose recipes' outcomes changed),
 ``video_recipe`` (the dish vocabulary: every shard again after a page edit, an intersection), ``load_transcript`` /
 ``chat_filter`` / ``pick_videos`` (fitted again; the classifier comes from the build's cache), and the whole ``pairs``
 and ``dishes`` pipelines (HMM+IBM1 is trained by EM on every train pair, then every dish graph changes).
