@@ -4,8 +4,8 @@ config mapped onto the steps.
 Four pipelines, in run order (each stage cached per shard, so a killed build resumes):
 
 * ``text``: Common Crawl WARC files and HTML pages -> Schema.org recipes (§2.1, :mod:`.extraction`) -> instructions,
-  per-recipe instruction units and language
-  (``recipe_instructions``), the five recipe filters, dishes and dish splits (§2, A.1.1) -> ingredient terms (§2.3, A.1.4) (:mod:`.text`);
+  per-recipe instruction units and language (``recipe_instructions``), the five recipe filters, dishes and dish splits
+  (§2, A.1.1) -> ingredient terms (§2.3, A.1.4) (:mod:`.text`);
 * ``videos``: video candidates per dish (:mod:`.videos`) -> transcripts -> sentences -> chat/content classifier
   (A.1.3, :mod:`.chat_content`) -> videos per dish -> ingredient terms of the content sentences (:mod:`.videos`);
 * ``pairs``: within-dish pairs with ingredient and length pruning (§2.3, A.1.4) -> HMM+IBM1 posteriors in both
