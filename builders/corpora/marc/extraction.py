@@ -120,8 +120,8 @@ class WarcListings:
 
     def items(self, path: Path, name: str) -> Iterator[Row | Drop | Count]:
         st = path.stat()
-        key = {"path": str(path.resolve()), "given": str(path), "name": name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-               "ino": st.st_ino, "version": self.VERSION}
+        key = {"path": str(path.resolve()), "given": str(path), "name": name, "size": st.st_size,
+               "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "version": self.VERSION}
         stem = hashlib.sha1(f"{key['path']}\0{name}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
         if self.root is not None:
             cached = self._cached(stem, key)

@@ -38,9 +38,10 @@ from .pairs import DishPairsSource, HmmIbm1Align
 from .text import IngredientTerms, RecipeInstructions, SelectTextRecipes
 from .videos import DishVideos, PickVideos, VideoCandidatesSource, VideoRecipe, VideoTerms
 
-__all__ = ["pipelines", "RecipePagesSource", "ParseRecipePages", "RecipeInstructions", "SelectTextRecipes", "IngredientTerms",
-           "VideoCandidatesSource", "DishVideos", "TranscriptSentences", "ChatFilter", "PickVideos", "VideoTerms",
-           "VideoRecipe", "DishPairsSource", "HmmIbm1Align", "DishGraphSource", "JointAlignment"]
+__all__ = ["pipelines", "RecipePagesSource", "ParseRecipePages", "RecipeInstructions", "SelectTextRecipes",
+           "IngredientTerms", "VideoCandidatesSource", "DishVideos", "TranscriptSentences", "ChatFilter",
+           "PickVideos", "VideoTerms", "VideoRecipe", "DishPairsSource", "HmmIbm1Align", "DishGraphSource",
+           "JointAlignment"]
 
 
 def pipelines(cfg: MarcConfig, shard_size: int = 64) -> list[Pipeline]:
