@@ -114,7 +114,7 @@ class HFClipVisionEncoder:
         out = np.empty((len(pixels), self.dim), np.float32)
         with torch.inference_mode():
             for sl in _batches(len(pixels), self.batch_size):
-                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype)
+                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype, non_blocking=True)
                 feats = self.model.get_image_features(pixel_values=x)
                 if not torch.is_tensor(feats):  # transformers 5 returns an output object with the projection
                     feats = feats.pooler_output
@@ -186,7 +186,7 @@ class OpenClipVisionEncoder:
         out = np.empty((len(pixels), self.dim), np.float32)
         with torch.inference_mode():
             for sl in _batches(len(pixels), self.batch_size):
-                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype)
+                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype, non_blocking=True)
                 out[sl] = self.model.encode_image(x).float().cpu().numpy()
         return out
 
