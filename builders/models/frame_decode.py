@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-#: frames a worker writes to one shared-memory slot before handing it over (toolkit)
-DEFAULT_CHUNK = 16
+#: frames a worker writes to one shared-memory slot before handing it over, at least (toolkit; :func:`chunk_frames`)
+MIN_CHUNK = 8
 #: slots each worker owns: it decodes at most this many chunks ahead of the encoder (toolkit)
 SLOTS_PER_WORKER = 2
 #: a call waiting this long for any worker message fails (a worker stuck in a decoder; toolkit)
@@ -45,6 +45,13 @@ def default_decode_workers() -> int:
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     return max(1, cores - 1)
+
+
+def chunk_frames(workers: int, batch_size: int) -> int:
+    """Frames a slot holds: the workers' slots together hold two batches (one being filled while the encoder embeds
+    the other), at least :data:`MIN_CHUNK` frames and at most a batch a slot."""
+    per_slot = -(-2 * batch_size // max(1, workers * SLOTS_PER_WORKER))
+    return max(1, min(batch_size, max(MIN_CHUNK, per_slot)))
 
 
 class DecodeWorkerError(RuntimeError):
@@ -95,14 +102,16 @@ def _worker(wid: int, fps: int, size: int, chunk: int, shm_name: str, first_slot
 
     shm = shared_memory.SharedMemory(name=shm_name)
     slots = np.ndarray((first_slot + nslots, chunk, 3, size, size), np.float32, buffer=shm.buf)
-    turn = 0
+    turn, blocked = 0, 0.0
 
     def acquire() -> int:
-        nonlocal turn
+        nonlocal turn, blocked
+        t0 = time.perf_counter()
         while not free.acquire(timeout=_POLL_S):
             if os.getppid() != parent:
                 raise SystemExit(0)
         slot, turn = first_slot + turn, (turn + 1) % nslots
+        blocked += time.perf_counter() - t0
         return slot
 
     try:
@@ -118,7 +127,7 @@ def _worker(wid: int, fps: int, size: int, chunk: int, shm_name: str, first_slot
             key, job = task
             results.put(("start", wid, key))
             stats: dict[str, int] = {}
-            slot, gs = None, []
+            slot, gs, blocked, t0 = None, [], 0.0, time.perf_counter()
             try:
                 for g, px in decode_video(job, fps, size, stats):
                     if slot is None:
@@ -131,9 +140,10 @@ def _worker(wid: int, fps: int, size: int, chunk: int, shm_name: str, first_slot
                 if gs:
                     results.put(("chunk", wid, key, slot, gs))
                     slot = None
-                results.put(("done", wid, key, int(stats.get("frames", 0))))
+                busy = time.perf_counter() - t0 - blocked  # decoding, not waiting for a free slot
+                results.put(("done", wid, key, int(stats.get("frames", 0)), busy))
             except MediaError as e:
-                results.put(("error", wid, key, e.reason, e.detail))
+                results.put(("error", wid, key, e.reason, e.detail, time.perf_counter() - t0 - blocked))
             except Exception:
                 results.put(("failed", wid, key, traceback.format_exc()[-3000:]))
             if slot is not None:  # taken but never handed over: give it back, reuse it next
@@ -147,7 +157,7 @@ def _worker(wid: int, fps: int, size: int, chunk: int, shm_name: str, first_slot
 class DecodePool:
     """``workers`` decode processes (spawned once, kept across calls) and their shared-memory slots."""
 
-    def __init__(self, workers: int, fps: int, image_size: int, chunk: int = DEFAULT_CHUNK,
+    def __init__(self, workers: int, fps: int, image_size: int, chunk: int = MIN_CHUNK,
                  stall_timeout_s: float = STALL_TIMEOUT_S):
         if workers < 1:
             raise ValueError(f"a decode pool needs at least one worker, got {workers}")
@@ -155,6 +165,8 @@ class DecodePool:
         self.stall_timeout_s = float(stall_timeout_s)
         self._procs: list[Any] = []
         self._shm: Any = None
+        #: seconds the workers spent decoding (not waiting for a free slot), summed over workers and calls
+        self.busy_s = 0.0
 
     @property
     def running(self) -> bool:
@@ -226,10 +238,11 @@ class DecodePool:
                 busy = ", ".join(jobs[k].path for k in current.values()) or "none"
                 raise DecodeWorkerError(f"no decoded frame for {self.stall_timeout_s:.0f} s (videos in work: {busy})")
 
-    def stream(self, jobs: list[VideoJob], on_frames: Callable[[int, list[int], np.ndarray], None]
-               ) -> Iterator[tuple[int, int | Exception]]:
+    def stream(self, jobs: list[VideoJob], on_frames: Callable[[int, list[int], np.ndarray], None],
+               after_frames: Callable[[], None] = lambda: None) -> Iterator[tuple[int, int | Exception]]:
         """Decode ``jobs`` (at most ``2 * workers`` dispatched ahead of the oldest unfinished one): every chunk goes
-        to ``on_frames(index, gs, pixels)`` (a view valid during the call), and each video ends with
+        to ``on_frames(index, gs, pixels)`` (a view valid during the call; ``after_frames()`` follows once its slot is
+        free again), and each video ends with
         ``(index, grid frames)`` or ``(index, MediaError)``, in the order the videos finish. Any other failure closes
         the pool and raises :class:`DecodeWorkerError`."""
         from .media import MediaError
@@ -256,13 +269,16 @@ class DecodePool:
                         on_frames(key, gs, self.slots[slot, :len(gs)])
                     finally:
                         self.free[w].release()
+                    after_frames()
                 else:
                     current.pop(w, None)
                     ended.add(key)
                     finished += 1
                     if kind == "done":
+                        self.busy_s += msg[4]
                         yield key, int(msg[3])
                     elif kind == "error":
+                        self.busy_s += msg[5]
                         yield key, MediaError(msg[3], msg[4])
                     else:
                         raise DecodeWorkerError(f"decode worker {w} failed on {jobs[key].path}:\n{msg[3]}")
@@ -284,9 +300,11 @@ def _pinned(shape: tuple[int, ...], device: str) -> np.ndarray:
 
 @dataclass
 class BatchEncoder:
-    """Fills batches of exactly ``batch_size`` frames from any videos and embeds each when full; :meth:`finish` pads
-    the last. ``feats[index][g]`` is the embedding of grid frame ``g`` of video ``index``; ``pending[index]`` counts
-    its frames not embedded yet. ``sizes`` records every batch sent (a test hook and the benchmarks' count)."""
+    """Fills batches of exactly ``batch_size`` frames from any videos: :meth:`add` copies frames in (a full batch
+    waits, a new buffer takes the rest), :meth:`encode_full` embeds the full ones (called once the frames' slot is
+    free again, so that the workers decode while the encoder runs), :meth:`finish` pads and embeds the last.
+    ``feats[index][g]`` is the embedding of grid frame ``g`` of video ``index``; ``pending[index]`` counts its frames
+    not embedded yet. ``sizes`` records every batch sent and ``encode_s`` the encoder's wall time."""
 
     encoder: Any
     batch_size: int
@@ -298,8 +316,14 @@ class BatchEncoder:
     closed: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.buf = _pinned((self.batch_size, 3, self.size, self.size), getattr(self.encoder, "device", "cpu"))
+        self._device = getattr(self.encoder, "device", "cpu")
+        self._spare: list[np.ndarray] = []
+        self._full: list[tuple[np.ndarray, list[tuple[int, int]]]] = []
+        self.buf = self._buffer()
         self.owners: list[tuple[int, int]] = []
+
+    def _buffer(self) -> np.ndarray:
+        return self._spare.pop() if self._spare else _pinned((self.batch_size, 3, self.size, self.size), self._device)
 
     def add(self, key: int, gs: list[int], pixels: np.ndarray) -> None:
         i = 0
@@ -310,29 +334,37 @@ class BatchEncoder:
             self.pending[key] = self.pending.get(key, 0) + n
             i += n
             if len(self.owners) == self.batch_size:
-                self._encode()
+                self._full.append((self.buf, self.owners))
+                self.buf, self.owners = self._buffer(), []
+
+    def encode_full(self) -> None:
+        while self._full:
+            buf, owners = self._full.pop(0)
+            self._encode(buf, owners)
+            self._spare.append(buf)
 
     def finish(self) -> None:
-        """Embed what is left, padded with zeros to the full batch (the padding's embeddings are dropped)."""
+        """Embed what is left, the last batch padded with zeros (the padding's embeddings are dropped)."""
+        self.encode_full()
         if self.owners:
             self.buf[len(self.owners):] = 0.0
-            self._encode()
+            self._encode(self.buf, self.owners)
+            self.owners = []
 
-    def _encode(self) -> None:
+    def _encode(self, buf: np.ndarray, owners: list[tuple[int, int]]) -> None:
         t0 = time.perf_counter()
-        out = np.asarray(self.encoder.encode_images(self.buf))
+        out = np.asarray(self.encoder.encode_images(buf))
         self.encode_s += time.perf_counter() - t0
-        self.sizes.append(len(self.buf))
-        if len(out) != len(self.buf):
-            raise ValueError(f"the encoder returned {len(out)} embeddings for {len(self.buf)} frames")
-        for (key, g), e in zip(self.owners, out):
+        self.sizes.append(len(buf))
+        if len(out) != len(buf):
+            raise ValueError(f"the encoder returned {len(out)} embeddings for {len(buf)} frames")
+        for (key, g), e in zip(owners, out):
             if key not in self.closed:  # a video dropped meanwhile: its frames' embeddings are not kept
                 self.feats.setdefault(key, {})[g] = np.array(e, copy=True)
                 self.pending[key] -= 1
-        self.owners = []
 
     def take(self, key: int) -> dict[int, np.ndarray]:
-        """Video ``key``'s embeddings; frames of it still in the batch are not kept."""
+        """Video ``key``'s embeddings; frames of it still waiting in a batch are not kept."""
         self.closed.add(key)
         self.pending.pop(key, None)
         return self.feats.pop(key, {})
@@ -363,6 +395,7 @@ def encode_videos(jobs: list[VideoJob], encoder: Any, batch_size: int, fps: int,
             try:
                 for g, px in decode_video(job, fps, size, stats):
                     batches.add(key, [g], px[None])
+                    batches.encode_full()
                 ended[key] = int(stats.get("frames", 0))
             except MediaError as e:
                 ended[key] = e
@@ -370,7 +403,7 @@ def encode_videos(jobs: list[VideoJob], encoder: Any, batch_size: int, fps: int,
     else:
         if pool.size != size:
             raise ValueError(f"the decode pool resizes to {pool.size} px, the encoder takes {size}")
-        for key, res in pool.stream(jobs, batches.add):
+        for key, res in pool.stream(jobs, batches.add, batches.encode_full):
             ended[key] = res
             yield from ready()
     batches.finish()

@@ -182,6 +182,8 @@ def test_batch_encoder_spreads_a_chunk_over_batches_and_forgets_closed_videos():
     b = BatchEncoder(enc, 3, SIZE)
     px = np.ones((5, 3, SIZE, SIZE), np.float32) * np.arange(1, 6, dtype=np.float32)[:, None, None, None]
     b.add(0, [10, 11, 12, 13], px[:4])
+    assert enc.batches == [] and b.pending == {0: 4}  # a full batch waits for encode_full (the slot is freed first)
+    b.encode_full()
     assert [len(x) for x in enc.batches] == [3] and b.pending == {0: 1}
     b.add(1, [7], px[4:])
     got = b.take(0)  # frame 13 still waits in the batch: video 0 is closed (dropped) now

@@ -176,13 +176,14 @@ class KeyframeAlignment(Step):
 
     def _decode_pool(self) -> Any:
         """The decode workers (started on first use, kept until :meth:`teardown`); None for ``decode_workers=0``."""
-        from ...models.frame_decode import DecodePool, default_decode_workers
+        from ...models.frame_decode import DecodePool, chunk_frames, default_decode_workers
 
         workers = default_decode_workers() if self.decode_workers is None else int(self.decode_workers)
         if workers < 1:
             return None
         if self._pool is None:
-            self._pool = DecodePool(workers, self.fps, int(self.encoder.image_size))
+            self._pool = DecodePool(workers, self.fps, int(self.encoder.image_size),
+                                    chunk=chunk_frames(workers, self.vision_batch_size))
         return self._pool
 
     def _decoded(self, rows: list[Row], windows: list[tuple[np.ndarray, np.ndarray]]
