@@ -109,7 +109,8 @@ class HFClipVisionEncoder:
         self.image_size = int(model.config.vision_config.image_size)
 
     def encode_images(self, pixels: np.ndarray) -> np.ndarray:
-        """float32 ``[N, 3, S, S]`` preprocessed pixels -> float32 ``[N, dim]`` un-normalised image embeddings."""
+        """float32 ``[N, 3, S, S]`` preprocessed pixels -> float32 ``[N, dim]`` un-normalised image embeddings (copied
+        to the device asynchronously when they lie in page-locked memory, as ``models.frame_decode``'s batches)."""
         torch = self._torch
         out = np.empty((len(pixels), self.dim), np.float32)
         with torch.inference_mode():
