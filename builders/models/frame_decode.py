@@ -165,6 +165,8 @@ class DecodePool:
         self.stall_timeout_s = float(stall_timeout_s)
         self._procs: list[Any] = []
         self._shm: Any = None
+        self._active = False  # a stream is under way (an abandoned one leaves messages behind: restart)
+        self._calls = 0
         #: seconds the workers spent decoding (not waiting for a free slot), summed over workers and calls
         self.busy_s = 0.0
 
@@ -208,9 +210,13 @@ class DecodePool:
             if hasattr(self, q):
                 getattr(self, q).cancel_join_thread()
                 getattr(self, q).close()
+        self._active = False
         if self._shm is not None:
             self.slots = None
-            self._shm.close()
+            try:
+                self._shm.close()
+            except BufferError:  # a view of a slot is still referenced (a traceback): freed with it
+                pass
             self._shm.unlink()
             self._shm = None
 
@@ -247,7 +253,13 @@ class DecodePool:
         the pool and raises :class:`DecodeWorkerError`."""
         from .media import MediaError
 
+        if not jobs:
+            return
+        if self._active:  # the previous call was abandoned midway: its jobs and messages must not reach this one
+            self.close()
         self.start()
+        self._active, self._calls = True, self._calls + 1
+        mine = self._calls
         by_key = dict(enumerate(jobs))
         current: dict[int, int] = {}
         ahead, sent, finished, oldest = 2 * self.workers, 0, 0, 0
@@ -282,8 +294,10 @@ class DecodePool:
                         yield key, MediaError(msg[3], msg[4])
                     else:
                         raise DecodeWorkerError(f"decode worker {w} failed on {jobs[key].path}:\n{msg[3]}")
+            self._active = False
         except BaseException:
-            self.close()  # jobs may still be queued or in work: the pool restarts on the next call
+            if self._calls == mine:  # (an abandoned call closed late must not close a later call's pool)
+                self.close()  # jobs may still be queued or in work: the pool restarts on the next call
             raise
 
 

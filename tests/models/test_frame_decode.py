@@ -191,3 +191,24 @@ def test_batch_encoder_spreads_a_chunk_over_batches_and_forgets_closed_videos():
     b.finish()  # frame 13 is embedded with the padding but not kept
     assert sorted(b.feats) == [1] and b.pending.get(1) == 0 and [len(x) for x in enc.batches] == [3, 3]
     assert sorted(b.feats[1]) == [7] and b.feats[1][7][-1] == 5.0 * 3 * SIZE * SIZE
+
+
+def test_a_call_abandoned_midway_does_not_leak_into_the_next(videos):
+    """A shard that fails after its first video leaves jobs and frames in flight: the next call restarts the
+    workers and gets exactly its own frames; closing the abandoned call later leaves the new pool alone."""
+    jobs = jobs_for(videos)
+    pool = DecodePool(1, FPS, SIZE, chunk=4)
+    try:
+        first = encode_videos(jobs, Recorder(), 8, FPS, pool)
+        assert next(first)[0] == 0
+        pids = [p.pid for p in pool._procs]
+        got = list(encode_videos(jobs[::-1], Recorder(), 8, FPS, pool))
+        assert [p.pid for p in pool._procs] != pids and pool.running
+        for (_, n, feats), job in zip(got, jobs[::-1]):
+            ref_n, ref_px = reference(job)
+            assert n == ref_n and sorted(feats) == sorted(ref_px)
+        first.close()  # the abandoned generator ends now
+        assert pool.running
+        assert [len(f) for _, _, f in encode_videos(jobs, Recorder(), 8, FPS, pool)] == [11, 6, 8]
+    finally:
+        pool.close()
