@@ -334,3 +334,31 @@ def test_decode_workers_is_an_execution_setting(shard):
     assert a.cache_config() == b.cache_config() and a.params() != b.params()
     with pytest.raises(ConfigError, match="decode_workers"):
         ShowHowToConfig(decode_workers=-1).validate()
+
+
+def test_decode_workers_flag_sets_the_key():
+    import argparse
+
+    from builders.corpora.showhowto import flags
+
+    p = argparse.ArgumentParser()
+    flags.add_arguments(p)
+    assert flags.overrides_from_args(p.parse_args(["--decode-workers", "0"])) == {"decode_workers": 0}
+    assert "decode_workers" not in flags.overrides_from_args(p.parse_args([]))
+
+
+@pytest.mark.slow
+def test_a_clip_build_has_the_same_release_with_and_without_decode_workers(tmp_path):
+    """The bundled sample built with the (tiny) CLIP aligner: in series (``decode_workers=0``, one build worker) and
+    through the decode pipeline inside two build worker processes (default workers: cores minus one) give the same
+    keyframe rows and drops."""
+    from .test_build import build, rows, stats
+
+    folder = tiny_clip(tmp_path / "clip", STEPS)
+    clip = ["--aligner", "clip", "--set", f"clip_model_path={folder}", "--set", "vision_batch_size=8"]
+    serial = build(tmp_path / "a", *clip, "--set", "decode_workers=0")
+    piped = build(tmp_path / "b", *clip, "--workers", "2")
+    a, b = rows(serial, "sequences"), rows(piped, "sequences")
+    assert a == b and len(a) == 5 and {r["aligner"] for r in a} == {"clip"}
+    assert all(s["score"] is not None for r in a for s in r["steps"])
+    assert stats(serial)["drops"] == stats(piped)["drops"]
