@@ -193,7 +193,7 @@ class DecodePool:
             self._procs.append(p)
 
     def close(self) -> None:
-        """Stop the workers (a sentinel each, then terminate after a bounded wait) and free the slots."""
+        """Stop the workers (a sentinel each; SIGKILL after a bounded wait) and free the slots."""
         procs, self._procs = self._procs, []
         for _ in procs:
             try:
@@ -246,11 +246,10 @@ class DecodePool:
 
     def stream(self, jobs: list[VideoJob], on_frames: Callable[[int, list[int], np.ndarray], None],
                after_frames: Callable[[], None] = lambda: None) -> Iterator[tuple[int, int | Exception]]:
-        """Decode ``jobs`` (at most ``2 * workers`` dispatched ahead of the oldest unfinished one): every chunk goes
-        to ``on_frames(index, gs, pixels)`` (a view valid during the call; ``after_frames()`` follows once its slot is
-        free again), and each video ends with
-        ``(index, grid frames)`` or ``(index, MediaError)``, in the order the videos finish. Any other failure closes
-        the pool and raises :class:`DecodeWorkerError`."""
+        """Decode ``jobs`` (at most ``2 * workers`` dispatched ahead of the oldest unfinished one). Every chunk goes
+        to ``on_frames(index, gs, pixels)`` (a view valid during the call), then ``after_frames()`` runs once its
+        slot is free again; each video ends with ``(index, grid frames)`` or ``(index, MediaError)``, in the order
+        the videos finish. Any other failure closes the pool and raises :class:`DecodeWorkerError`."""
         from .media import MediaError
 
         if not jobs:
