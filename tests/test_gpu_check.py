@@ -166,3 +166,25 @@ def test_tiny_cpu_run_of_nasva_mpnet_and_clip(tmp_path):
         assert clip["status"] == "ok", clip.get("error")
     assert rc == (0 if all(p["status"] == "ok" for p in res["parts"].values()) else 1)
     assert res["environment"]["python"] == ".".join(map(str, sys.version_info[:3]))
+
+
+def test_tiny_cpu_run_of_the_keyframe_stage_through_the_decode_pipeline(tmp_path):
+    """Part ``keyframes`` (issue 35): ShowHowTo's keyframe stage on generated videos, the decode workers beside the
+    encoder (open_clip when installed, else a transformers CLIPModel with random weights): 3 videos of 6 s at 5 fps,
+    every grid frame inside a step window, batches of 8 -> 90 frames in 12 full batches (the last padded)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("av")
+    out = tmp_path / "gpu_check.json"
+    rc = gc.main(["--device", "cpu", "--tiny", "--parts", "keyframes", "--json", str(out), "--work",
+                  str(tmp_path / "w")])
+    res = json.loads(out.read_text())
+    part = res["parts"]["keyframes"]
+    assert rc == 0 and part["status"] == "ok", part.get("error")
+    piped, series = part["runs"]["pipeline"], part["runs"]["in_series"]
+    assert piped["decode_workers"] == part["decode_workers_default"] >= 1 and series["decode_workers"] == 0
+    assert (piped["videos"], piped["kept"], piped["rows_with_scores"], piped["drops"]) == (3, 3, 3, [])
+    assert (piped["batches"], piped["frames_embedded"]) == (12, 96) and (series["batches"], series["kept"]) == (4, 1)
+    assert 0 < piped["gpu_busy_share"] <= 1 and piped["images_s"] == pytest.approx(96 / piped["wall_s"], rel=0.05)
+    assert piped["worker_decode_s"] > 0 and part["images_s"] == piped["images_s"]
+    table = gc.render_table(res)
+    assert "keyframes" in table and "images/s" in table and "GPU busy" in table

@@ -109,12 +109,13 @@ class HFClipVisionEncoder:
         self.image_size = int(model.config.vision_config.image_size)
 
     def encode_images(self, pixels: np.ndarray) -> np.ndarray:
-        """float32 ``[N, 3, S, S]`` preprocessed pixels -> float32 ``[N, dim]`` un-normalised image embeddings."""
+        """float32 ``[N, 3, S, S]`` preprocessed pixels -> float32 ``[N, dim]`` un-normalised image embeddings (copied
+        to the device asynchronously when they lie in page-locked memory, as ``models.frame_decode``'s batches)."""
         torch = self._torch
         out = np.empty((len(pixels), self.dim), np.float32)
         with torch.inference_mode():
             for sl in _batches(len(pixels), self.batch_size):
-                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype)
+                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype, non_blocking=True)
                 feats = self.model.get_image_features(pixel_values=x)
                 if not torch.is_tensor(feats):  # transformers 5 returns an output object with the projection
                     feats = feats.pooler_output
@@ -186,7 +187,7 @@ class OpenClipVisionEncoder:
         out = np.empty((len(pixels), self.dim), np.float32)
         with torch.inference_mode():
             for sl in _batches(len(pixels), self.batch_size):
-                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype)
+                x = torch.from_numpy(np.ascontiguousarray(pixels[sl])).to(self.device, self.dtype, non_blocking=True)
                 out[sl] = self.model.encode_image(x).float().cpu().numpy()
         return out
 

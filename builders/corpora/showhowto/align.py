@@ -2,7 +2,9 @@
 alignment": one frame per step, temporal order preserved, maximal total DFN-CLIP similarity, windows of ±15 s).
 
 The video is decoded once on the 5-fps grid (``models.media.iter_grid_frames``); with the CLIP aligner only frames
-inside some step window are converted and embedded, in batches (no frame store). The dynamic programme is the pure
+inside some step window are converted and embedded (no frame store), by the decode pipeline
+(``models.frame_decode``): ``decode_workers`` CPU processes decode, resize and normalise frames while the encoder
+embeds batches of ``vision_batch_size`` frames filled across the videos of a shard. The dynamic programme is the pure
 op ``ops.keyframe_alignment.align_keyframes``; the ``middle`` aligner runs it on ``-|g - fps*(s+e)/2|`` (HowToStep-
 style middle frames, paper Table 3), so the order is kept either way. Drops: ``video_unreadable`` (no decodable
 frame), ``steps_out_of_range`` (steps beyond the last decoded frame of a truncated file), ``alignment_infeasible``.
@@ -14,6 +16,7 @@ import importlib
 import importlib.util
 import io
 from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +107,8 @@ class KeyframeAlignment(Step):
     Parameters: ``aligner`` (clip | middle | auto: clip when ``clip_model_path`` is given, else middle), the frame
     grid ``fps``, the window margin ``epsilon``, the step checks ``min_steps`` / ``range_tolerance`` and the CLIP
     model (``clip_backend`` hf | open_clip | plugin, ``clip_model_path``, ``clip_arch``). The CLIP checkpoint (or a
-    ``file.py`` plug-in) is fingerprinted (:meth:`input_paths`); each row's video file keys its shard. The device and
-    batch size say how the model runs (not part of the cache key)."""
+    ``file.py`` plug-in) is fingerprinted (:meth:`input_paths`); each row's video file keys its shard. The device,
+    batch size and decode workers say how the model runs (not part of the cache key)."""
 
     name = "keyframe_alignment"
     version = "1"
@@ -125,6 +128,8 @@ class KeyframeAlignment(Step):
     clip_arch: str
     vision_device: str = execution_setting("cpu")
     vision_batch_size: int = execution_setting(64)
+    #: CPU processes decoding frames for the CLIP aligner (None: cores minus one; 0: in the step's own process)
+    decode_workers: int | None = execution_setting(None)
 
     @property
     def effective_aligner(self) -> str:
@@ -161,51 +166,57 @@ class KeyframeAlignment(Step):
     def setup(self, state: Any) -> None:
         super().setup(state)
         self.encoder = clip_encoder(self) if self.effective_aligner == "clip" else None
+        self._pool: Any = None
 
     def teardown(self) -> None:
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.close()
         self.encoder = None
 
-    def _decode(self, path: str, lo: np.ndarray, hi: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
-        """Decode the grid once; with an encoder, embed (in batches) the frames inside some pre-clipping window."""
-        from ...models.vision_encoder import clip_preprocess
+    def _decode_pool(self) -> Any:
+        """The decode workers (started on first use, kept until :meth:`teardown`); None for ``decode_workers=0``."""
+        from ...models.frame_decode import DecodePool, chunk_frames, default_decode_workers
 
-        fps = self.fps
-        enc = self.encoder
+        workers = default_decode_workers() if self.decode_workers is None else int(self.decode_workers)
+        if workers < 1:
+            return None
+        if self._pool is None:
+            self._pool = DecodePool(workers, self.fps, int(self.encoder.image_size),
+                                    chunk=chunk_frames(workers, self.vision_batch_size))
+        return self._pool
 
-        def wanted(g: int) -> bool:
-            t = g / fps
-            return bool(np.any((lo - 1e-6 <= t) & (t <= hi + 1e-6)))
+    def _decoded(self, rows: list[Row], windows: list[tuple[np.ndarray, np.ndarray]]
+                 ) -> Iterator[tuple[int | media.MediaError, dict[int, np.ndarray]]]:
+        """Per row, in order: its grid length (or its ``MediaError``) and, with an encoder, the embeddings of the
+        grid frames inside some pre-clipping window ``[max(0, s - eps), e + eps]``."""
+        if self.encoder is None:  # middle: count the grid, convert no frame
+            for r in rows:
+                stats: dict[str, int] = {}
+                try:
+                    for _ in media.iter_grid_frames(r["video_path"], fps=self.fps, stats=stats):
+                        pass
+                except media.MediaError as e:
+                    yield e, {}
+                    continue
+                yield int(stats.get("frames", 0)), {}
+            return
+        from ...models.frame_decode import VideoJob, encode_videos
 
-        stats: dict[str, int] = {}
-        feats: dict[int, np.ndarray] = {}
-        batch: list[tuple[int, np.ndarray]] = []
-
-        def flush() -> None:
-            if batch:
-                pixels = clip_preprocess(np.stack([f for _, f in batch]), size=enc.image_size)
-                for (g, _), e in zip(batch, enc.encode_images(pixels)):
-                    feats[g] = e
-                batch.clear()
-
-        for g, frame in media.iter_grid_frames(path, fps=fps, wanted=wanted if enc is not None else None, stats=stats):
-            if frame is not None:
-                batch.append((g, frame))
-                if len(batch) >= self.vision_batch_size:
-                    flush()
-        if enc is not None:
-            flush()
-        return int(stats.get("frames", 0)), feats
+        jobs = [VideoJob(r["video_path"], tuple(np.maximum(0.0, s - self.epsilon).tolist()),
+                         tuple((e + self.epsilon).tolist())) for r, (s, e) in zip(rows, windows)]
+        for _, res, feats in encode_videos(jobs, self.encoder, self.vision_batch_size, self.fps,
+                                           self._decode_pool()):
+            yield res, feats
 
     def process(self, rows: list[Row], out: Out) -> None:
         aligner = self.effective_aligner
-        for r in rows:
+        windows = [(np.array([s["start"] for s in r["steps"]], np.float64),
+                    np.array([s["end"] for s in r["steps"]], np.float64)) for r in rows]
+        for r, (starts, ends), (n, feats) in zip(rows, windows, self._decoded(rows, windows)):
             vid, steps = r["video_id"], r["steps"]
-            starts = np.array([s["start"] for s in steps], np.float64)
-            ends = np.array([s["end"] for s in steps], np.float64)
-            try:
-                n, feats = self._decode(r["video_path"], np.maximum(0.0, starts - self.epsilon), ends + self.epsilon)
-            except media.MediaError as e:
-                out.drop(vid, "video_unreadable", e.detail or str(e))
+            if isinstance(n, media.MediaError):
+                out.drop(vid, "video_unreadable", n.detail or str(n))
                 continue
             t_last = (n - 1) / self.fps
             failure = validate_keysteps([(s["instruction"], s["start"], s["end"]) for s in steps], r.get("duration"),

@@ -81,6 +81,10 @@ class ShowHowToConfig:
     clip_arch: str = DFN_ARCH              # open_clip architecture name
     vision_device: str = "cpu"             # torch device of the CLIP model
     vision_batch_size: int = 64            # frames per CLIP batch
+    # ---- stage 4's decode pipeline (an execution setting: no cache key, no row changes with it)
+    decode_workers: int | None = None      # CPU processes decoding, resizing and normalising frames for the CLIP
+                                           # aligner beside the encoder (None: cores minus one; 0: in the step's
+                                           # own process, in series) [toolkit]
     # ---- images and release
     with_images: bool = False              # the opt-in images config
     image_max_side: int | None = None      # downscale keyframes so the longer side is at most this (None: as decoded)
@@ -121,6 +125,7 @@ class ShowHowToConfig:
         check_ranges(self, {"epsilon": (0.0, None), "range_tolerance": (0.0, None), "llm_temperature": (0.0, None)})
         check_range(self, "jpeg_quality", 1, 100)
         check_range(self, "image_max_side", 16, None)
+        check_range(self, "decode_workers", 0, None, why="decode processes (0: none, decode in the step's process)")
 
     @property
     def prompt_format(self) -> str:

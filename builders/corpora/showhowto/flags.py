@@ -92,6 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--test-tasks", dest="test_tasks", type=int)
     g.add_argument("--min-task-seqs", dest="min_task_seqs", type=int)
     g.add_argument("--test-size", dest="test_size", type=int)
+    # the decode pipeline of the keyframe stage (builders/models/frame_decode.py): an execution setting
+    g.add_argument("--decode-workers", dest="decode_workers", type=int,
+                   help="CPU processes decoding frames beside the CLIP encoder (default: cores minus one; 0: none)")
 
 
 _FLAG_KEYS = ("manifest", "videos", "tasks", "test_list", "prompt_template", "filter_prompt_template", "aligner",
@@ -99,8 +102,11 @@ _FLAG_KEYS = ("manifest", "videos", "tasks", "test_list", "prompt_template", "fi
               "fps", "image_max_side", "test_tasks", "min_task_seqs", "test_size")
 
 
+_DECODE_FLAG_KEYS = ("decode_workers",)
+
+
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    out = {k: getattr(args, k) for k in _FLAG_KEYS if getattr(args, k, None) is not None}
+    out = {k: getattr(args, k) for k in (*_FLAG_KEYS, *_DECODE_FLAG_KEYS) if getattr(args, k, None) is not None}
     if out.get("with_images") is False:
         raise ConfigError("--with-images takes no value")
     return out

@@ -107,7 +107,8 @@ def steps(cfg: ShowHowToConfig) -> list[Step]:
         KeyframeAlignment(aligner=cfg.aligner, fps=cfg.fps, epsilon=cfg.epsilon, min_steps=cfg.min_steps,
                           range_tolerance=cfg.range_tolerance, clip_backend=cfg.clip_backend,
                           clip_model_path=cfg.clip_model_path, clip_arch=cfg.clip_arch,
-                          vision_device=cfg.vision_device, vision_batch_size=cfg.vision_batch_size),
+                          vision_device=cfg.vision_device, vision_batch_size=cfg.vision_batch_size,
+                          decode_workers=cfg.decode_workers),
         ExtractImages(with_images=cfg.with_images, fps=cfg.fps, jpeg_quality=cfg.jpeg_quality,
                       image_max_side=cfg.image_max_side),
     ]

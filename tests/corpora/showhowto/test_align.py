@@ -133,7 +133,8 @@ def test_tiny_clip_aligner_embeds_only_window_frames_and_keeps_the_order(video, 
         assert np.isfinite(st["score"]) and -1.0 <= st["score"] <= 1.0
     assert r["aligner"] == "clip" and r["mean_score"] == pytest.approx(np.mean([s["score"] for s in r["steps"]]))
     union = {g for _, s, e in spans for g in range(120) if max(0.0, s - 2.0) - 1e-6 <= g / 5 <= e + 2.0 + 1e-6}
-    assert sum(calls) == len(union) < 120 and max(calls) <= 16  # only window frames, in batches
+    # only window frames, in full batches of vision_batch_size (the last padded): 99 frames -> 7 batches of 16
+    assert len(union) == 99 and calls == [16] * 7
 
 
 def test_images_are_the_aligned_grid_frames(video, tmp_path):
@@ -229,3 +230,135 @@ def test_paper_preset_aligner_builds_dfn5b_through_open_clip(video, tmp_path, mo
     assert calls["name"] == calls["tokenizer"] == "ViT-H-14-378-quickgelu" and calls["pretrained"] == str(ckpt)
     assert calls["image_shapes"] == {(3, 14, 14)}
     assert r["aligner"] == "clip" and all(6.0 <= s["frame_time"] < 12.0 for s in r["steps"])  # the green scene
+
+
+def _old_decode(step, path: str, lo: np.ndarray, hi: np.ndarray) -> tuple[int, dict[int, np.ndarray]]:
+    """The keyframe stage's decoding before the decode pipeline: one video at a time in the step's process, batches
+    of ``vision_batch_size`` frames cut at the video's end."""
+    from builders.models.vision_encoder import clip_preprocess
+
+    def wanted(g: int) -> bool:
+        return bool(np.any((lo - 1e-6 <= g / step.fps) & (g / step.fps <= hi + 1e-6)))
+
+    stats: dict[str, int] = {}
+    feats: dict[int, np.ndarray] = {}
+    batch: list[tuple[int, np.ndarray]] = []
+
+    def flush() -> None:
+        if batch:
+            px = clip_preprocess(np.stack([f for _, f in batch]), size=step.encoder.image_size)
+            feats.update(zip([g for g, _ in batch], step.encoder.encode_images(px)))
+            batch.clear()
+
+    for g, frame in media.iter_grid_frames(path, fps=step.fps, wanted=wanted, stats=stats):
+        if frame is not None:
+            batch.append((g, frame))
+            if len(batch) >= step.vision_batch_size:
+                flush()
+    flush()
+    return stats["frames"], feats
+
+
+@pytest.fixture(scope="module")
+def shard(video, tmp_path_factory) -> list[dict]:
+    """Four rows: three readable videos (one twice) and a file that is no video."""
+    d = tmp_path_factory.mktemp("shard")
+    other = make_video(d / "o.mp4", seconds=12.0, scene_s=3.0, audio=False)
+    junk = d / "junk.mp4"
+    junk.write_bytes(np.random.default_rng(2).integers(0, 256, 4000, np.uint8).tobytes())
+    spans = [(STEPS[0], 0.5, 2.0), (STEPS[1], 8.0, 9.0), (STEPS[2], 14.0, 15.0), (STEPS[3], 20.0, 21.0)]
+    rows = [row(video, spans), row(other, [(STEPS[2], 1.0, 2.0), (STEPS[0], 6.0, 7.0)], duration=12.0),
+            row(junk, spans), row(video, [(STEPS[3], 3.0, 5.0), (STEPS[1], 16.0, 17.0)])]
+    return [dict(r, video_id=f"vid{i:08d}") for i, r in enumerate(rows)]
+
+
+def test_decode_pipeline_rows_equal_the_one_process_decode(shard, tmp_path):
+    """The decode pipeline (0, 1 and 2 decode workers) gives the rows of decoding each video in the step's own
+    process as before: the same grid, the same frames embedded (each within float rounding of its embedding in a
+    batch cut at its video's end), the same keyframes; and rows that do not depend on the number of workers."""
+    folder = tiny_clip(tmp_path / "clip", STEPS)
+    outs = {}
+    for workers in (0, 1, 2):
+        cfg = ShowHowToConfig(aligner="clip", clip_model_path=str(folder), epsilon=2.0, vision_batch_size=16,
+                              decode_workers=workers)
+        step = stage(cfg, "keyframe_alignment")
+        assert step.decode_workers == workers
+        outs[workers] = run(step, shard)
+    ref = outs[0]
+    for workers in (1, 2):
+        assert outs[workers].rows == ref.rows and [(d.item_id, d.reason, d.detail) for d in outs[workers].drops] == [
+            (d.item_id, d.reason, d.detail) for d in ref.drops]
+    assert [d.reason for d in ref.drops] == ["video_unreadable"] and ref.drops[0].item_id == "vid00000002"
+    # against the decode before the pipeline, video by video
+    step = stage(ShowHowToConfig(aligner="clip", clip_model_path=str(folder), epsilon=2.0, vision_batch_size=16,
+                                 decode_workers=0), "keyframe_alignment")
+    step.setup(None)
+    windows = [(np.array([s["start"] for s in r["steps"]]), np.array([s["end"] for s in r["steps"]])) for r in shard]
+    new = list(step._decoded(shard, windows))
+    for r, (s, e), (n, feats) in zip(shard, windows, new):
+        if isinstance(n, media.MediaError):
+            assert r["video_id"] == "vid00000002"
+            continue
+        old_n, old_feats = _old_decode(step, r["video_path"], np.maximum(0.0, s - 2.0), e + 2.0)
+        assert n == old_n and sorted(feats) == sorted(old_feats)
+        assert max(float(np.abs(feats[g] - old_feats[g]).max()) for g in feats) < 1e-5
+    # the same rows from the old embeddings: the same keyframes, scores within float rounding
+    def old(rows, wins):
+        for r, (s_, e_) in zip(rows, wins):
+            try:
+                yield _old_decode(step, r["video_path"], np.maximum(0.0, s_ - 2.0), e_ + 2.0)
+            except media.MediaError as err:
+                yield err, {}
+
+    step._decoded = old
+    before = Out(step.name)
+    step.process(shard, before)
+    step.teardown()
+    assert [r["video_id"] for r in ref.rows] == [r["video_id"] for r in before.rows] == [
+        "vid00000000", "vid00000001", "vid00000003"]
+    for r, b in zip(ref.rows, before.rows):
+        assert [s_["frame"] for s_ in r["steps"]] == [s_["frame"] for s_ in b["steps"]]
+        assert [s_["score"] for s_ in r["steps"]] == pytest.approx([s_["score"] for s_ in b["steps"]], abs=1e-5)
+        assert {k: v for k, v in r.items() if k not in ("steps", "alignment_objective", "mean_score")} == {
+            k: v for k, v in b.items() if k not in ("steps", "alignment_objective", "mean_score")}
+    assert [(d.item_id, d.reason, d.detail) for d in before.drops] == [(d.item_id, d.reason, d.detail)
+                                                                       for d in ref.drops]
+
+
+def test_decode_workers_is_an_execution_setting(shard):
+    from builders.core.config import ConfigError
+
+    a = stage(ShowHowToConfig(aligner="middle"), "keyframe_alignment")
+    b = stage(ShowHowToConfig(aligner="middle", decode_workers=3), "keyframe_alignment")
+    assert b.decode_workers == 3 and a.decode_workers is None
+    assert a.cache_config() == b.cache_config() and a.params() != b.params()
+    with pytest.raises(ConfigError, match="decode_workers"):
+        ShowHowToConfig(decode_workers=-1).validate()
+
+
+def test_decode_workers_flag_sets_the_key():
+    import argparse
+
+    from builders.corpora.showhowto import flags
+
+    p = argparse.ArgumentParser()
+    flags.add_arguments(p)
+    assert flags.overrides_from_args(p.parse_args(["--decode-workers", "0"])) == {"decode_workers": 0}
+    assert "decode_workers" not in flags.overrides_from_args(p.parse_args([]))
+
+
+@pytest.mark.slow
+def test_a_clip_build_has_the_same_release_with_and_without_decode_workers(tmp_path):
+    """The bundled sample built with the (tiny) CLIP aligner: in series (``decode_workers=0``, one build worker) and
+    through the decode pipeline inside two build worker processes (default workers: cores minus one) give the same
+    keyframe rows and drops."""
+    from .test_build import build, rows, stats
+
+    folder = tiny_clip(tmp_path / "clip", STEPS)
+    clip = ["--aligner", "clip", "--set", f"clip_model_path={folder}", "--set", "vision_batch_size=8"]
+    serial = build(tmp_path / "a", *clip, "--set", "decode_workers=0")
+    piped = build(tmp_path / "b", *clip, "--workers", "2")
+    a, b = rows(serial, "sequences"), rows(piped, "sequences")
+    assert a == b and len(a) == 5 and {r["aligner"] for r in a} == {"clip"}
+    assert all(s["score"] is not None for r in a for s in r["steps"])
+    assert stats(serial)["drops"] == stats(piped)["drops"]
