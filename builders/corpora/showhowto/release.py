@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ... import __version__ as TOOLKIT_VERSION
+from ...core.fingerprint import file_fingerprint
 from ...core.orchestrate import BuildResult
 from ...release.flow import ReleaseSpec, code_key, schema_files, write_release
 from ...release.parts import ShardedRows, ShardedScan, scan_partials
@@ -347,6 +348,8 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
     recomputed, and of the shards whose rows the split moved (one, for one edited video: docs/corpora/showhowto.md
     "Test split")."""
     kept = result.outputs["videos"]
+    if cfg.test_list:  # read by the release alone (no step): its contents key the release and the manifest lists it
+        result.input_fingerprints.setdefault("release/test_list", [file_fingerprint(cfg.test_list)])
     code = functools.cache(lambda: code_key(spec))
     columns = [*SCAN_COLUMNS, *(["images"] if cfg.with_images else [])]
     seq_scan = ShardedScan(kept, "sequences", functools.partial(fold_sequences, with_images=cfg.with_images),
