@@ -14,7 +14,8 @@ Inputs (:func:`make_showhowto_inputs`), HowTo100M-shaped and seeded, under ``roo
   the video. The answers of the video that the "inserted row" edit adds are in the file from the start (the file keys
   the LLM stages as a whole: editing it would redo them all).
 
-The build runs with ``--set aligner=middle`` (no CLIP model: the keyframes are the grid frames nearest each step's
+The split is scaled down: ``--test-tasks`` n/100 (at least 2) of the n/40 tasks, ``--test-size`` the paper's 3,964 / 200
+sequences a test task. The build runs with ``--set aligner=middle`` (no CLIP model: the keyframes are the grid frames nearest each step's
 midpoint, which still decodes every video on the 5-fps grid), so that no model is loaded.
 
 Measured, each as a subprocess (``bench_scale.run_build``): the fresh build, a cached rerun, and four reruns after
@@ -172,9 +173,13 @@ def make_showhowto_inputs(root: Path, n: int, seed: int = 0) -> dict[str, Any]:
         f.writelines(json.dumps(r) + "\n" for r in replay)
     for b in bases:  # only the links stay
         b.unlink()
+    # the split at a small scale: as many test tasks as leave most candidates unchosen (the draw of step 3 runs),
+    # and the paper's 3,964 / 200 sequences a task
+    test_tasks = max(2, n // 100)
     args = ["--manifest", str(root / "manifest.csv"), "--videos", str(root / "HowTo100M_v1.csv"),
             "--tasks", str(root / "task_ids.csv"), "--set", "llm=replay",
-            "--set", f"llm_replay={root / 'llm_outputs.jsonl'}", "--set", "aligner=middle"]
+            "--set", f"llm_replay={root / 'llm_outputs.jsonl'}", "--set", "aligner=middle",
+            "--test-tasks", str(test_tasks), "--test-size", str(round(3964 / 200 * test_tasks))]
     middle = ids[len(ids) // 2]
     return {"args": args, "edits": {"transcript": root / "transcripts" / f"{ids[len(ids) // 3]}.json",
                                     "video": root / "videos" / f"{middle}.mp4", "manifest": root / "manifest.csv",

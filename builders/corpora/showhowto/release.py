@@ -389,9 +389,18 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
     def image_pairs(rows: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
         return ((split_of(r["video_id"]), image_row(r)) for r in rows if r.get("images"))
 
+    kf_scan = ShardedScan(kept, "keyframes", _fold_keyframes, columns=["video_id", "steps"])
+
     def keyframes(path: Path) -> None:
-        items = (next(iter(schema().keyframes_json([sequence_row(r)]).items())) for r in kept.rows(seq_cols))
-        write_json_object(path, items, indent=1, ensure_ascii=True)
+        """``keyframes.json`` from its per-work-shard pieces (cached like the parts: an edit makes one again), the
+        bytes ``write_json_object(path, items, indent=1, ensure_ascii=True)`` writes."""
+        with open(path, "w", encoding="utf-8") as f:
+            n = 0
+            for piece in scan_partials(kf_scan, code()):
+                for text in piece:
+                    f.write(("{\n" if not n else ",\n") + text)
+                    n += 1
+            f.write("{}" if not n else "\n}")
 
     def upstream(folder: Path) -> None:
         """Upstream training layout: ``prompts.json`` and ``imgseqs/<sequence_id>.jpg`` of the sequences with images."""
@@ -434,6 +443,15 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
             spec.files["upstream"] = upstream
     spec.files["keyframes.json"] = keyframes
     return write_release(result, cfg, out_dir, info, spec)
+
+
+def _fold_keyframes(rows: list[dict[str, Any]]) -> list[str]:
+    """One work shard's items of ``keyframes.json`` as JSON text (``{sequence_id: [{start_sec, frame_idx}, ...]}``,
+    indent 1, ASCII), without the braces."""
+    import json
+
+    by_id = schema().keyframes_json([{"sequence_id": r["video_id"], "steps": r["steps"]} for r in rows])
+    return [json.dumps({k: v}, indent=1, ensure_ascii=True)[2:-2] for k, v in by_id.items()]
 
 
 def _fold_answers(rows: list[dict[str, Any]]) -> Counter:
