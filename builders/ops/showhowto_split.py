@@ -4,21 +4,29 @@ Paper: Souček et al., CVPR 2025 Sec. 5.1 "Dataset": "3,964 sequences from 200 t
 distribution over task categories in the full dataset ... we prioritize samples with high DFN-CLIP alignment scores"
 [paper]. The algorithm below is [toolkit] (the authors' is not released); pure stdlib, deterministic for a seed.
 
+Stable under edits [toolkit]: where the toolkit draws (the tasks of a category, step 3) it takes them in a seeded hash
+order of their ids (:func:`_hash_order`) instead of ``random.Random(seed).sample``, so a task's place depends on its
+own id only. What a change of one video can still move is said in :func:`choose_test_split` and in
+docs/corpora/showhowto.md "Test split".
+
 Records are mappings with ``sequence_id``, ``task_id``, ``category_1``, ``num_steps`` and ``mean_score`` (``None`` or
 NaN = null, e.g. every row of the ``middle`` aligner). A missing/empty ``category_1`` counts as the category ``""``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["MIN_TASK_SEQS", "TEST_SIZE", "TEST_TASKS", "SplitPlan", "allocate_slots", "choose_test_split",
            "plan_test_split"]
+
+#: the records of the split: a collection, or a zero-arg callable returning a fresh iterable of them
+Records = Iterable[Mapping[str, Any]] | Callable[[], Iterable[Mapping[str, Any]]]
 
 TEST_TASKS = 200  # Souček et al., CVPR 2025, Sec. 5.1
 TEST_SIZE = 3964  # Souček et al., CVPR 2025, Sec. 5.1
@@ -27,14 +35,15 @@ MIN_TASK_SEQS = 20  # [toolkit] --min-task-seqs
 
 @dataclass
 class SplitPlan:
-    """What :func:`plan_test_split` decided: slots per category (step 2), chosen task ids per category in draw order
-    (step 3), and the test sequence ids in take order (step 4)."""
+    """What :func:`plan_test_split` decided: slots per category (step 2), chosen task ids per category in hash order
+    (step 3), the test sequence ids in take order (step 4) and how many tasks they come from."""
 
     allocation: dict[str, int] = field(default_factory=dict)
     tasks: dict[str, list[str]] = field(default_factory=dict)
     test_ids: list[str] = field(default_factory=list)
     candidates: int = 0
     eligible: int = 0
+    test_task_count: int = 0
 
 
 def _score(record: Mapping[str, Any]) -> float | None:
@@ -46,9 +55,9 @@ def _score(record: Mapping[str, Any]) -> float | None:
 
 
 def _rank_key(record: Mapping[str, Any]) -> tuple:
-    """mean_score descending, nulls last, then sequence_id (step 4 of the split)."""
+    """mean_score descending, nulls last, then sequence_id (step 4 of the split); the task id rides along last."""
     score = _score(record)
-    return (score is None, -score if score is not None else 0.0, str(record["sequence_id"]))
+    return (score is None, -score if score is not None else 0.0, str(record["sequence_id"]), str(record["task_id"]))
 
 
 def allocate_slots(counts: Mapping[str, int], slots: int, capacity: Mapping[str, int] | None = None) -> dict[str, int]:
@@ -84,22 +93,48 @@ def allocate_slots(counts: Mapping[str, int], slots: int, capacity: Mapping[str,
     return alloc
 
 
-def plan_test_split(records: Iterable[Mapping[str, Any]], test_tasks: int = TEST_TASKS,
-                    min_task_seqs: int = MIN_TASK_SEQS, test_size: int = TEST_SIZE, seed: int = 0) -> SplitPlan:
-    """Steps 1-4 of the split (docs/corpora/showhowto.md), with the decisions kept (see :func:`choose_test_split`)."""
-    eligible = [r for r in records
-                if r.get("task_id") not in (None, "") and int(r.get("num_steps") or 0) >= 2]
-    by_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in eligible:
-        by_task[str(r["task_id"])].append(r)
-    seq_per_category = Counter(str(r.get("category_1") or "") for r in eligible)
+def _hash_order(seed: int, key: str) -> tuple[str, str]:
+    """The place of ``key`` in the seeded hash order that stands for a random draw (step 3): the sha256 of the seed
+    and the key, then the key itself. It depends on nothing but these two, so adding or removing one candidate never
+    moves another [toolkit]."""
+    return hashlib.sha256(f"{int(seed)}\0{key}".encode()).hexdigest(), key
+
+
+def _eligible(r: Mapping[str, Any]) -> bool:
+    return r.get("task_id") not in (None, "") and int(r.get("num_steps") or 0) >= 2
+
+
+def _reiterable(records: Records) -> Callable[[], Iterable[Mapping[str, Any]]]:
+    """``records`` as a zero-arg callable returning a fresh iterable (a one-shot iterator is read into a list)."""
+    if callable(records):
+        return records
+    if iter(records) is records:  # type: ignore[arg-type]
+        records = list(records)
+    return lambda: records  # type: ignore[return-value]
+
+
+def plan_test_split(records: Records, test_tasks: int = TEST_TASKS, min_task_seqs: int = MIN_TASK_SEQS,
+                    test_size: int = TEST_SIZE, seed: int = 0) -> SplitPlan:
+    """Steps 1-4 of the split (docs/corpora/showhowto.md), with the decisions kept (see :func:`choose_test_split`).
+
+    ``records``: a collection, or a zero-arg callable returning a fresh iterable of them; it is read twice, each
+    time one record at a time: first for the tasks (eligible sequences and categories per task), then for the
+    sequences of the chosen tasks only. What is held is per task and per category, and the chosen tasks'
+    sequences: not the records."""
+    source = _reiterable(records)
+    per_task: dict[str, int] = Counter()
+    task_cats: dict[str, Counter] = defaultdict(Counter)
+    seq_per_category: Counter = Counter()
+    for r in source():  # pass 1: the tasks
+        if _eligible(r):
+            task, cat = str(r["task_id"]), str(r.get("category_1") or "")
+            per_task[task] += 1
+            task_cats[task][cat] += 1
+            seq_per_category[cat] += 1
     # a task's category: the most frequent category_1 among its eligible sequences (ties by name) [toolkit]
-    task_category = {}
-    for task, rows in by_task.items():
-        cats = Counter(str(r.get("category_1") or "") for r in rows)
-        task_category[task] = min(cats, key=lambda c: (-cats[c], c))
-    candidates = sorted(t for t, rows in by_task.items() if len(rows) >= min_task_seqs)
-    plan = SplitPlan(candidates=len(candidates), eligible=len(eligible))
+    task_category = {t: min(cats, key=lambda c: (-cats[c], c)) for t, cats in task_cats.items()}
+    candidates = sorted(t for t, n in per_task.items() if n >= min_task_seqs)
+    plan = SplitPlan(candidates=len(candidates), eligible=sum(per_task.values()))
     by_category: dict[str, list[str]] = defaultdict(list)
     for t in candidates:  # sorted by task_id
         by_category[task_category[t]].append(t)
@@ -109,20 +144,28 @@ def plan_test_split(records: Iterable[Mapping[str, Any]], test_tasks: int = TEST
     else:  # steps 2-3
         capacity = {c: len(by_category.get(c, [])) for c in seq_per_category}
         plan.allocation = allocate_slots(dict(sorted(seq_per_category.items())), test_tasks, capacity)
-        rng = random.Random(seed)
         for c in sorted(plan.allocation):
             n = plan.allocation[c]
             if n > 0:
-                plan.tasks[c] = rng.sample(by_category[c], n)
+                plan.tasks[c] = sorted(by_category[c], key=lambda t: _hash_order(seed, t))[:n]
+    chosen = {t for ts in plan.tasks.values() for t in ts}
+    by_task: dict[str, list[tuple]] = defaultdict(list)
+    for r in source():  # pass 2: the sequences of the chosen tasks
+        if _eligible(r) and str(r["task_id"]) in chosen:
+            by_task[str(r["task_id"])].append(_rank_key(r))
     # step 4: rank inside each task, then round-robin over the tasks
-    ranked = [sorted(by_task[t], key=_rank_key) for ts in plan.tasks.values() for t in ts]
+    ranked = [sorted(by_task[t]) for ts in plan.tasks.values() for t in ts]
     depth = max((len(r) for r in ranked), default=0)
+    taken: set[str] = set()
     for rank in range(depth):
-        layer = sorted((r[rank] for r in ranked if rank < len(r)), key=_rank_key)
-        for rec in layer:
+        layer = sorted(r[rank] for r in ranked if rank < len(r))
+        for key in layer:
             if len(plan.test_ids) >= test_size:
+                plan.test_task_count = len(taken)
                 return plan
-            plan.test_ids.append(str(rec["sequence_id"]))
+            plan.test_ids.append(key[2])
+            taken.add(key[3])
+    plan.test_task_count = len(taken)
     return plan
 
 
@@ -135,8 +178,8 @@ def choose_test_split(records: Iterable[Mapping[str, Any]], test_tasks: int = TE
     2. else ``test_tasks`` slots go to ``category_1`` values in proportion to their share of eligible sequences
        (largest remainder, ties by category name; a category's slots are capped at its candidate tasks and the rest
        re-apportioned [toolkit]); a task belongs to its sequences' most frequent category;
-    3. per category (in name order, one ``random.Random(seed)`` for all) ``rng.sample`` of its candidates sorted by
-       ``task_id``;
+    3. per category its first candidates in the seeded hash order of their ids (``sha256(f"{seed}\\0{task_id}")``,
+       :func:`_hash_order`), as many as its slots: a draw without replacement that no other task's presence moves;
     4. per chosen task rank by ``mean_score`` desc (null last, then ``sequence_id``); take rank 1 of every task, then
        rank 2, ... (inside a round by the same key) until ``test_size``.
     """

@@ -70,12 +70,17 @@ class ShardedRows:
     row)`` pairs. It must depend on nothing but those rows and ``key``: everything else it reads (config values, model
     ids, a fitted state's digest) goes into ``key``, which keys the cached parts. Rows come in work-shard order, then
     in ``make``'s order.
+
+    ``shard_key`` (optional): what else one work shard's part depends on, by shard index, for a release whose rows
+    take something from a global decision (the ShowHowTo test split: the test ids among that shard's rows); it keys
+    that shard's part only, so a decision that moves one row remakes one part.
     """
 
     data: StageData
     make: Callable[[list[dict[str, Any]]], Iterable[tuple[str, Row]]]
     key: Any = None
     columns: list[str] | None = None
+    shard_key: Callable[[int], Any] | None = None
 
 
 @dataclass
@@ -89,8 +94,10 @@ class PartsStats:
     damaged: list[str] = field(default_factory=list)
 
 
-def part_key(rows: ShardedRows, config: str, features: Features, code: Any, shard_digest: str) -> str:
-    return hash_obj(PART_FORMAT_VERSION, config, features.to_dict(), code, rows.key, shard_digest)[:24]
+def part_key(rows: ShardedRows, config: str, features: Features, code: Any, shard_digest: str,
+             shard: int | None = None) -> str:
+    own = () if rows.shard_key is None else (rows.shard_key(shard),)  # none: the key of every other corpus as before
+    return hash_obj(PART_FORMAT_VERSION, config, features.to_dict(), code, rows.key, shard_digest, *own)[:24]
 
 
 def _encode_part(pairs: list[tuple[str, Row]], features: Features, splits: tuple[str, ...], where: str) -> pa.Table:
@@ -241,7 +248,7 @@ def build_parts(rows: ShardedRows, config: str, features: Features, splits: tupl
             digest = read_stats(rows.data.dir, i).get("digest")
             if not digest:
                 raise RuntimeError(f"work shard {i} of {rows.data.dir} has no row digest: is the stage complete?")
-            path = folder / f"{i:05d}-{part_key(rows, config, features, code, digest)}{PART_SUFFIX}"
+            path = folder / f"{i:05d}-{part_key(rows, config, features, code, digest, i)}{PART_SUFFIX}"
             paths.append(path)
             sha = _recorded(known.get(path.name))
             if sha is not None and path.is_file():

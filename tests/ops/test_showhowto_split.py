@@ -60,16 +60,15 @@ def test_plan_on_the_synthetic_corpus():
     plan = plan_test_split(corpus(), test_tasks=4, min_task_seqs=3, test_size=100, seed=0)
     assert plan.eligible == 27 and plan.candidates == 7
     assert plan.allocation == {"": 1, "Arts": 0, "Cars": 1, "Food": 2}
-    # step 3: one Random(0), categories in name order, candidates sorted by task_id, Arts (0 slots) draws nothing
-    rng = random.Random(0)
-    expected = {"": rng.sample(["n1"], 1), "Cars": rng.sample(["c1", "c2"], 1),
-                "Food": rng.sample(["f1", "f2", "f3"], 2)}
-    assert plan.tasks == expected
+    # step 3: per category the first candidates in the order of sha256("0\0<task_id>") (hand-computed):
+    # n1 0cf93a28; c2 b0711b7a < c1 e9b5527e; f3 30ee723b < f1 6a52128a < f2 8b543a52; Arts (0 slots) takes nothing
+    assert plan.tasks == {"": ["n1"], "Cars": ["c2"], "Food": ["f3", "f1"]}
     chosen = {t for ts in plan.tasks.values() for t in ts}
     assert "f4" not in chosen and "a1" not in chosen
     # every eligible sequence of the chosen tasks is in test (test_size not reached), nothing else
     ids = set(plan.test_ids)
     assert ids == {r["sequence_id"] for r in corpus() if r["task_id"] in chosen}
+    assert plan.test_task_count == 4
     assert choose_test_split(corpus(), test_tasks=4, min_task_seqs=3, test_size=100, seed=0) == ids
 
 
@@ -138,3 +137,110 @@ def test_many_tasks_draw_exactly_test_tasks(n_tasks):
     assert sum(len(ts) for ts in plan.tasks.values()) == TEST_TASKS == sum(plan.allocation.values())
     assert len(plan.test_ids) == len(set(plan.test_ids)) == TEST_SIZE
     assert plan.test_ids == plan_test_split(rows, seed=0).test_ids
+
+
+# ------------------------------------------------------------------------------ stability under edits (hash order)
+def _ab() -> list[dict]:
+    return [_rec("a1", "A", "X", score=.9), _rec("a2", "A", "X", score=.5), _rec("a3", "A", "X", score=None),
+            _rec("b3", "B", "X", score=.6), _rec("b1", "B", "X", score=.7), _rec("b2", "B", "X", score=.6)]
+
+
+def _edited(rows: list[dict], sid: str, **change) -> list[dict]:
+    return [{**r, **change} if r["sequence_id"] == sid else r for r in rows]
+
+
+def test_an_edit_that_keeps_its_video_on_its_side_changes_nothing_else_by_hand():
+    # test_size 3: a1 .9, b1 .7 (round 1), b2 .6 (round 2, before a2 .5)
+    base = choose_test_split(_ab(), test_tasks=2, min_task_seqs=1, test_size=3)
+    assert base == {"a1", "b1", "b2"}
+    # a2 .5 -> .55 and 3 more steps: still below b2 in round 2; a1 .9 -> .8: still first of A
+    assert choose_test_split(_edited(_ab(), "a2", mean_score=.55, num_steps=8), test_tasks=2, min_task_seqs=1,
+                             test_size=3) == base
+    assert choose_test_split(_edited(_ab(), "a1", mean_score=.8), test_tasks=2, min_task_seqs=1, test_size=3) == base
+    # one added sequence of A that ranks last, and one of a task with too few sequences to be a candidate
+    more = [*_ab(), _rec("a4", "A", "X", score=.1), _rec("c1", "C", "X", score=.99)]
+    assert choose_test_split(more, test_tasks=3, min_task_seqs=2, test_size=3) == base
+
+
+def test_an_edit_that_moves_its_video_in_displaces_exactly_one_by_hand():
+    # a3 null -> .8: A ranks a1 .9, a3 .8, a2 .5; round 2 is a3 .8 then b2 .6, so with 3 places b2 leaves
+    got = choose_test_split(_edited(_ab(), "a3", mean_score=.8), test_tasks=2, min_task_seqs=1, test_size=3)
+    assert got == {"a1", "b1", "a3"}
+    # an added sequence of B with .95 takes B's rank 1: round 1 is b-new .95, a1 .9 and round 2 starts with b1 .7
+    got = choose_test_split([*_ab(), _rec("b-new", "B", "X", score=.95)], test_tasks=2, min_task_seqs=1, test_size=3)
+    assert got == {"b-new", "a1", "b1"}  # b2 displaced, nothing else moved
+
+
+def test_a_new_candidate_task_outside_the_slots_changes_nothing():
+    """The hash order of step 3 keys each task by its own id: a task that becomes a candidate and does not rank within
+    its category's slots leaves the chosen tasks as they were, where ``random.Random(seed).sample`` of the longer
+    candidate list draws others."""
+    rows = corpus()
+    plan = plan_test_split(rows, test_tasks=4, min_task_seqs=3, test_size=100, seed=0)
+    # f5: a fourth Food candidate, sha256("0\0f5") = c8a98aa5 after f3 30ee..., f1 6a52... (Food has 2 slots)
+    more = rows + [_rec(f"f5-{i}", "f5", "Food", score=0.3) for i in range(3)]
+    plan2 = plan_test_split(more, test_tasks=4, min_task_seqs=3, test_size=100, seed=0)
+    assert plan2.candidates == 8 and plan2.allocation == {"": 1, "Arts": 0, "Cars": 1, "Food": 2}
+    assert plan2.tasks == plan.tasks and plan2.test_ids == plan.test_ids
+    # the draw this replaces: random.sample over the sorted candidates moves when one is added
+    assert random.Random(0).sample(["f1", "f2", "f3"], 2) != random.Random(0).sample(["f1", "f2", "f3", "f5"], 2)
+
+
+def _random_corpus(rng: random.Random) -> tuple[list[dict], dict]:
+    rows = []
+    for t in range(rng.randint(2, 9)):
+        for i in range(rng.randint(1, 8)):
+            rows.append(_rec(f"t{t}-{i}", f"t{t}", rng.choice("ABC"), steps=rng.choice([1, 2, 3, 5]),
+                             score=rng.choice([None, round(rng.random(), 2)])))
+    kw = {"test_tasks": rng.randint(1, 4), "min_task_seqs": rng.randint(1, 4), "test_size": rng.randint(1, 20),
+          "seed": rng.randint(0, 3)}
+    return rows, kw
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_edited_or_added_video_moves_at_most_itself_and_the_one_it_displaces(seed):
+    """Over random small corpora: with the chosen tasks unchanged, an edited or added sequence changes the split of
+    no other sequence unless it moves into or out of test itself, and then of exactly one other at most (the test set
+    keeps its size)."""
+    rng = random.Random(seed)
+    checked = {"same side": 0, "moved": 0}
+    for _ in range(300):
+        rows, kw = _random_corpus(rng)
+        before = plan_test_split(rows, **kw)
+        j = rng.randrange(len(rows) + 1)
+        v = _rec("new", f"t{rng.randrange(10)}", rng.choice("ABC"), steps=rng.choice([1, 2, 5]),
+                 score=rng.choice([None, round(rng.random(), 2)]))
+        if j < len(rows):  # an edit: new steps and score of one sequence
+            v = {**rows[j], "num_steps": v["num_steps"], "mean_score": v["mean_score"]}
+            after_rows = [*rows[:j], v, *rows[j + 1:]]
+        else:  # an added sequence
+            after_rows = [*rows, v]
+        after = plan_test_split(after_rows, **kw)
+        if after.tasks != before.tasks:  # a task crossed min_task_seqs, or a category's slots moved: not this test
+            continue
+        a, b = set(before.test_ids), set(after.test_ids)
+        others = (a ^ b) - {v["sequence_id"]}
+        if (v["sequence_id"] in a) == (v["sequence_id"] in b):
+            assert not others, (kw, v)
+            checked["same side"] += 1
+        else:
+            assert len(others) <= 1, (kw, v, others)
+            checked["moved"] += 1
+    assert checked["same side"] > 100 and checked["moved"] > 10
+
+
+def test_paper_sized_edits_keep_every_other_sequence():
+    """250 tasks, the paper's 200 test tasks and 3,964 sequences: rescoring 40 sequences one at a time within their
+    side (test or train) leaves the other 5,000-odd sequences' split as it was."""
+    cats = ["Food", "Cars", "Arts", "Home"]
+    rows = [_rec(f"t{t:03d}-{i}", f"t{t:03d}", cats[t % 7 % 4], score=round(((t * 7 + i * 13) % 97) / 97, 4))
+            for t in range(250) for i in range(20 + t % 5)]
+    base = choose_test_split(rows)
+    assert len(base) == TEST_SIZE
+    rng = random.Random(3)
+    for r in rng.sample(rows, 40):
+        inside = r["sequence_id"] in base
+        # a test sequence that scores higher, a train sequence that scores lower: neither crosses
+        new = min(1.0, r["mean_score"] + 0.3) if inside else max(0.0, r["mean_score"] - 0.3)
+        got = choose_test_split(_edited(rows, r["sequence_id"], mean_score=new, num_steps=9))
+        assert got == base, r["sequence_id"]

@@ -79,6 +79,20 @@ DEFAULT_CORPORA = ("howtostep", "marc")
 #: pages, tests/perf/scale_marc.py) or ``pages`` (a folder of HTML pages, text only); ``--marc-input``
 MARC_INPUT = "warc"
 
+#: corpora whose inputs, edits, targets and table live in a module of their own in this folder (its ``bench_one``,
+#: ``evaluate`` and ``print_table`` stand in for this module's)
+OWN_MODULES = {"showhowto": "scale_showhowto"}  # issue 35: tests/perf/scale_showhowto.py
+
+
+def _own_module(corpus: str):
+    name = OWN_MODULES[corpus]
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
 # ---- issue 19 targets
 TODAY_WORK_MB_PER_VIDEO = 0.70
 TODAY_WORK_FILES_PER_VIDEO = 5.7
@@ -946,7 +960,8 @@ def run(sizes: list[int], corpora: list[str], tmp: Path, seed: int = 0, keep: bo
             for corpus in corpora:
                 root = base / f"{corpus}-{n}"
                 try:
-                    results.append(bench_one(corpus, n, root, seed, extra, sample_s, timeout, edit, rerun, log))
+                    bench = _own_module(corpus).bench_one if corpus in OWN_MODULES else bench_one
+                    results.append(bench(corpus, n, root, seed, extra, sample_s, timeout, edit, rerun, log))
                 finally:
                     if not keep:
                         shutil.rmtree(root, ignore_errors=True)
@@ -957,8 +972,12 @@ def run(sizes: list[int], corpora: list[str], tmp: Path, seed: int = 0, keep: bo
             shutil.rmtree(base, ignore_errors=True)
         else:
             log(f"kept: {base}")
-    targets = evaluate(results)
-    print_table(results, targets, log)
+    targets = evaluate([r for r in results if r["corpus"] not in OWN_MODULES])
+    print_table([r for r in results if r["corpus"] not in OWN_MODULES], targets, log)
+    for corpus in dict.fromkeys(r["corpus"] for r in results if r["corpus"] in OWN_MODULES):
+        own = [r for r in results if r["corpus"] == corpus]
+        targets.update(_own_module(corpus).evaluate(own))
+        _own_module(corpus).print_table(own, targets, log)
     doc = {"bench": "bench_scale", "timestamp": stamp, "commit": _git_commit(), "uncommitted": dirty_at_start,
            "pythonpath": os.environ.get("PYTHONPATH", ""),
            "python": sys.version.split()[0],
@@ -991,7 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES), help="videos (marc: pages)")
-    ap.add_argument("--corpus", nargs="+", default=list(DEFAULT_CORPORA), choices=DEFAULT_CORPORA)
+    ap.add_argument("--corpus", nargs="+", default=list(DEFAULT_CORPORA), choices=(*DEFAULT_CORPORA, *OWN_MODULES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tmp", type=Path, default=None, help="where the folders go (default $BENCH_TMP or the temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep inputs, work directories, releases and logs")

@@ -15,7 +15,7 @@ import importlib
 import io
 import shutil
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from ... import __version__ as TOOLKIT_VERSION
+from ...core.fingerprint import file_fingerprint
 from ...core.orchestrate import BuildResult
-from ...release.flow import ReleaseSpec, schema_files, write_release
+from ...release.flow import ReleaseSpec, code_key, schema_files, write_release
+from ...release.parts import ShardedRows, ShardedScan, scan_partials
 from ...release.streaming import count_rows, write_json_object
-from ...release.tallies import Tally
-from ...core.shards import StageData
+from ...release.tallies import ReportTallies, Tally
 from ...release import compare_with_paper, md_table, stats_tables
 from .config import ShowHowToConfig
 from .flags import PATH_KEYS
@@ -83,34 +84,83 @@ def sequence_row(r: dict[str, Any]) -> dict[str, Any]:
                        "frame_idx": int(s["frame_idx"]), "score": _f32(s["score"])} for s in r["steps"]]}
 
 
-def test_ids(cfg: ShowHowToConfig, rows: list[dict[str, Any]]) -> tuple[set[str], dict[str, Any]]:
-    """The official list when given, else the toolkit's split algorithm (``ops.showhowto_split``)."""
+#: the columns of the kept sequences the statistics and the split read (``images`` too with the images config)
+SCAN_COLUMNS = ["video_id", "task_id", "category_1", "steps", "mean_score", "aligner", "parse_repaired", "asr_model",
+                "duration"]
+
+
+def split_record(rec: tuple) -> dict[str, Any]:
+    """A scan record ``(video_id, task_id, category_1, num_steps, mean_score)`` as ``ops.showhowto_split`` reads it."""
+    vid, task, cat, n, score = rec
+    return {"sequence_id": vid, "task_id": task or None, "category_1": cat, "num_steps": n, "mean_score": score}
+
+
+def test_ids(cfg: ShowHowToConfig, records: Callable[[], Iterable[tuple]]) -> tuple[set[str], dict[str, Any], int]:
+    """The official list when given, else the toolkit's split algorithm (``ops.showhowto_split``): the test ids, what
+    the split records of itself (``stats.json``) and how many tasks the test sequences come from. ``records``
+    returns a fresh stream of scan records (:func:`split_record`) each time it is called (read at most twice)."""
     if cfg.test_list:
         from ...sources.exclusions import read_exclusion_ids
 
         listed = read_exclusion_ids([cfg.test_list])
-        ids = {r["sequence_id"] for r in rows if r["video_id"] in listed}
-        return ids, {"method": "official list", "listed": len(listed), "found": len(ids)}
+        ids, tasks = set(), set()
+        for vid, task, *_ in records():
+            if vid in listed:
+                ids.add(vid)
+                tasks.add(task)
+        return ids, {"method": "official list", "listed": len(listed), "found": len(ids)}, len(tasks)
     from ...ops.showhowto_split import plan_test_split
 
-    plan = plan_test_split([{"sequence_id": r["sequence_id"], "task_id": r["task_id"] or None,
-                             "category_1": r["category_1"], "num_steps": r["num_steps"],
-                             "mean_score": r["mean_score"]} for r in rows],
-                           test_tasks=cfg.test_tasks, min_task_seqs=cfg.min_task_seqs, test_size=cfg.test_size,
-                           seed=cfg.seed)
-    scored = any(r["mean_score"] is not None for r in rows)
+    scored = False
+
+    def recs() -> Iterator[dict[str, Any]]:
+        nonlocal scored
+        for rec in records():
+            scored = scored or rec[4] is not None
+            yield split_record(rec)
+
+    plan = plan_test_split(recs, test_tasks=cfg.test_tasks, min_task_seqs=cfg.min_task_seqs,
+                           test_size=cfg.test_size, seed=cfg.seed)
     info = {"method": "toolkit algorithm", "test_tasks": cfg.test_tasks, "min_task_seqs": cfg.min_task_seqs,
             "test_size": cfg.test_size, "seed": cfg.seed, "candidate_tasks": plan.candidates,
             "tasks_per_category": {c: len(t) for c, t in plan.tasks.items()}, "paper_like": scored}
-    return set(plan.test_ids), info
+    return set(plan.test_ids), info, plan.test_task_count
+
+
+def fold_sequences(rows: list[dict[str, Any]], with_images: bool = False) -> dict[str, Any]:
+    """One work shard of the kept sequences folded: the split's records (five small fields a sequence), the
+    statistics' distributions and counts, the report's distributions (``ReportTallies``)."""
+    out: dict[str, Any] = {
+        "records": [], "steps_per_sequence": Tally(bins=(30, 0, 30)), "words_per_step": Tally(bins=(40, 0, 40)),
+        "mean_score": Tally(resolution=1e-4, bins=(1, 0, 1)), "share_2_to_16": 0, "tasks": set(),
+        "aligners": Counter(), "parse_repaired": 0, "asr_used": set(), "images_failed": 0, "report": ReportTallies()}
+    for r in rows:
+        n = len(r["steps"])
+        out["records"].append((r["video_id"], r["task_id"], r["category_1"], n, _f32(r.get("mean_score"))))
+        out["steps_per_sequence"].add(n)
+        out["share_2_to_16"] += 2 <= n <= 16
+        out["words_per_step"].extend(len(s["instruction"].split()) for s in r["steps"])
+        out["mean_score"].add(r.get("mean_score"))
+        if r["task_id"]:
+            out["tasks"].add(r["task_id"])
+        out["aligners"][r["aligner"]] += 1
+        out["parse_repaired"] += bool(r.get("parse_repaired"))
+        if r.get("asr_model"):
+            out["asr_used"].add(r["asr_model"])
+        if with_images:
+            out["images_failed"] += r.get("images") is None
+        out["report"].add({"duration": r.get("duration"), "segments": [
+            {"start": s["start"], "end": s["end"], "text": s["instruction"]} for s in r["steps"]]})
+    return out
 
 
 @dataclass
 class ShowHowToScan:
-    """One streamed pass over the kept sequences: the split records (five small fields per sequence, what
-    ``plan_test_split`` needs), the statistics' distributions and counts, never the rows."""
+    """The kept sequences' partials (:func:`fold_sequences`, one a work shard, cached beside the shards:
+    ``release/parts.py``) merged: the statistics' distributions and counts, never the rows. ``records()`` streams
+    the split's records again from the cached partials, one shard at a time."""
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    partials: Callable[[], Iterator[dict[str, Any]]]
     steps_per_sequence: Tally = field(default_factory=lambda: Tally(bins=(30, 0, 30)))
     words_per_step: Tally = field(default_factory=lambda: Tally(bins=(40, 0, 40)))
     mean_score: Tally = field(default_factory=lambda: Tally(resolution=1e-4, bins=(1, 0, 1)))
@@ -120,32 +170,37 @@ class ShowHowToScan:
     parse_repaired: int = 0
     asr_used: set[str] = field(default_factory=set)
     images_failed: int = 0
+    report: ReportTallies = field(default_factory=ReportTallies)
 
     @classmethod
-    def of(cls, kept: StageData, with_images: bool) -> ShowHowToScan:
-        out = cls()
-        cols = ["video_id", "task_id", "category_1", "steps", "mean_score", "aligner", "parse_repaired", "asr_model"]
-        for r in kept.rows(cols):
-            n = len(r["steps"])
-            out.records.append({"sequence_id": r["video_id"], "video_id": r["video_id"], "task_id": r["task_id"],
-                                "category_1": r["category_1"], "num_steps": n, "mean_score": _f32(r.get("mean_score"))})
-            out.steps_per_sequence.add(n)
-            out.share_2_to_16 += 2 <= n <= 16
-            out.words_per_step.extend(len(s["instruction"].split()) for s in r["steps"])
-            out.mean_score.add(r.get("mean_score"))
-            if r["task_id"]:
-                out.tasks.add(r["task_id"])
-            out.aligners[r["aligner"]] += 1
-            out.parse_repaired += bool(r.get("parse_repaired"))
-            if r.get("asr_model"):
-                out.asr_used.add(r["asr_model"])
-        if with_images:
-            out.images_failed = sum(r.get("images") is None for r in kept.rows(["images"]))
+    def of(cls, partials: Callable[[], Iterator[dict[str, Any]]]) -> ShowHowToScan:
+        out = cls(partials)
+        for p in partials():
+            for k in ("steps_per_sequence", "words_per_step", "mean_score", "report"):
+                getattr(out, k).merge(p[k])
+            for k in ("share_2_to_16", "parse_repaired", "images_failed"):
+                setattr(out, k, getattr(out, k) + p[k])
+            out.tasks |= p["tasks"]
+            out.asr_used |= p["asr_used"]
+            out.aligners.update(p["aligners"])
+        return out
+
+    def records(self) -> Iterator[tuple]:
+        for p in self.partials():
+            yield from p["records"]
+
+    def test_by_shard(self, test: set[str]) -> dict[int, list[str]]:
+        """The test ids of each work shard that holds any (what keys that shard's release parts)."""
+        out = {}
+        for i, p in enumerate(self.partials()):
+            ids = sorted(rec[0] for rec in p["records"] if rec[0] in test)
+            if ids:
+                out[i] = ids
         return out
 
 
 def statistics(result: BuildResult, sc: ShowHowToScan, answers: Counter, split_info: dict[str, Any],
-               test: set[str]) -> dict[str, Any]:
+               test: set[str], test_task_count: int) -> dict[str, Any]:
     """Statistics of this run (as Souček et al., CVPR 2025, Sec. 3.2 reports them) (steps per sequence, words per step
     with ddof=0 std, histograms), the filter's answers (``answers``: of the videos the filter kept), drops by reason and
     the split."""
@@ -170,7 +225,7 @@ def statistics(result: BuildResult, sc: ShowHowToScan, answers: Counter, split_i
         "mean_score": _summary(sc.mean_score) if sc.mean_score.n else None,
         "parse_repaired": sc.parse_repaired,
         "split": {**split_info, "test_sequences": len(test), "train_sequences": kept - len(test),
-                  "test_task_count": len({r["task_id"] for r in sc.records if r["sequence_id"] in test})},
+                  "test_task_count": test_task_count},
         "stage_seconds": {n: round(st.wall_seconds, 2) for n, st in result.steps.items()},
     }
 
@@ -287,46 +342,71 @@ def card_context(stats: dict[str, Any], man: dict[str, Any], cfg: ShowHowToConfi
 
 def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
             info: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """The ``sequences`` (and ``images``) configs, ``keyframes.json`` and the upstream layout, streamed from the final
-    work shards through the core's release flow."""
+    """The ``sequences`` (and ``images``) configs, ``keyframes.json`` and the upstream layout, through the core's
+    release flow. The configs are written from per-work-shard release parts (``release/parts.py``), the statistics
+    and the split from per-work-shard scan partials: an edit remakes the parts and partials of the shards it
+    recomputed, and of the shards whose rows the split moved (one, for one edited video: docs/corpora/showhowto.md
+    "Test split")."""
     kept = result.outputs["videos"]
-    sc = functools.cache(lambda: ShowHowToScan.of(kept, cfg.with_images))
+    if cfg.test_list:  # read by the release alone (no step): its contents key the release and the manifest lists it
+        result.input_fingerprints.setdefault("release/test_list", [file_fingerprint(cfg.test_list)])
+    code = functools.cache(lambda: code_key(spec))
+    columns = [*SCAN_COLUMNS, *(["images"] if cfg.with_images else [])]
+    seq_scan = ShardedScan(kept, "sequences", functools.partial(fold_sequences, with_images=cfg.with_images),
+                           key={"with_images": cfg.with_images}, columns=columns)
+    sc = functools.cache(lambda: ShowHowToScan.of(lambda: scan_partials(seq_scan, code())))
 
     @functools.cache
-    def split() -> tuple[set[str], dict[str, Any]]:
-        return test_ids(cfg, sc().records) if sc().records else (set(), {"method": "none"})
+    def split() -> tuple[set[str], dict[str, Any], int]:
+        return test_ids(cfg, sc().records) if sc().steps_per_sequence.n else (set(), {"method": "none"}, 0)
+
+    by_shard = functools.cache(lambda: sc().test_by_shard(split()[0]))
 
     @functools.cache
     def hs() -> dict[str, Any]:
-        answers = Counter(r["filter_answer"] for r in result.stage("llm_filter").rows(["filter_answer"])) \
-            if "llm_filter" in result.steps else Counter()
-        out = statistics(result, sc(), answers, split()[1], split()[0])
+        answers: Counter = Counter()
+        if "llm_filter" in result.steps:
+            for part in scan_partials(ShardedScan(result.stage("llm_filter"), "filter_answers", _fold_answers,
+                                                  columns=["filter_answer"]), code()):
+                answers.update(part)
+        out = statistics(result, sc(), answers, split()[1], split()[0], split()[2])
         out["images"] = {"config": cfg.with_images, "frame_extraction_failed": sc().images_failed}
         return out
 
     seq_cols = ["video_id", "task_id", "task", "category_1", "category_2", "title", "wikihow_title", "duration",
                 "mean_score", "aligner", "steps"]
 
-    def sequences(split_name: str) -> Iterator[dict[str, Any]]:
-        test = split()[0]
-        for r in kept.rows(seq_cols):
-            if ("test" if r["video_id"] in test else "train") == split_name:
-                yield sequence_row(r)
+    def split_of(video_id: str) -> str:
+        return "test" if video_id in split()[0] else "train"
 
-    def image_rows(split_name: str | None = None) -> Iterator[dict[str, Any]]:
-        test = split()[0]
-        for r in kept.rows([*seq_cols, "images"]):
-            if r.get("images") and (split_name is None or ("test" if r["video_id"] in test else "train") == split_name):
-                s = sequence_row(r)
-                yield {**s, "images": [{"bytes": b, "path": f"{s['sequence_id']}_{i}.jpg"}
-                                       for i, b in enumerate(r["images"])]}
+    def sequence_pairs(rows: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return ((split_of(r["video_id"]), sequence_row(r)) for r in rows)
+
+    def image_row(r: dict[str, Any]) -> dict[str, Any]:
+        s = sequence_row(r)
+        return {**s, "images": [{"bytes": b, "path": f"{s['sequence_id']}_{i}.jpg"} for i, b in enumerate(r["images"])]}
+
+    def image_pairs(rows: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return ((split_of(r["video_id"]), image_row(r)) for r in rows if r.get("images"))
+
+    kf_scan = ShardedScan(kept, "keyframes", _fold_keyframes, columns=["video_id", "steps"])
 
     def keyframes(path: Path) -> None:
-        items = (next(iter(schema().keyframes_json([sequence_row(r)]).items())) for r in kept.rows(seq_cols))
-        write_json_object(path, items, indent=1, ensure_ascii=True)
+        """``keyframes.json`` from its per-work-shard pieces (cached like the parts: an edit makes one again), the
+        bytes ``write_json_object(path, items, indent=1, ensure_ascii=True)`` writes."""
+        with open(path, "w", encoding="utf-8") as f:
+            n = 0
+            for piece in scan_partials(kf_scan, code()):
+                for text in piece:
+                    f.write(("{\n" if not n else ",\n") + text)
+                    n += 1
+            f.write("{}" if not n else "\n}")
 
     def upstream(folder: Path) -> None:
         """Upstream training layout: ``prompts.json`` and ``imgseqs/<sequence_id>.jpg`` of the sequences with images."""
+        def image_rows() -> Iterator[dict[str, Any]]:
+            return (image_row(r) for r in kept.rows([*seq_cols, "images"]) if r.get("images"))
+
         items = (next(iter(schema().to_upstream_prompts([s]).items())) for s in image_rows())
         folder.mkdir(parents=True, exist_ok=True)
         if not write_json_object(folder / "prompts.json", items, indent=1):
@@ -342,25 +422,38 @@ def release(result: BuildResult, cfg: ShowHowToConfig, out_dir: Path,
                 "histograms": {title: hs()[key]["histogram"] for key, title in HISTOGRAMS.items()
                                if hs()[key]["histogram"]}}
 
-    def report_videos() -> Iterator[dict[str, Any]]:
-        for r in kept.rows(["video_id", "duration", "steps"]):
-            yield {"video_id": r["video_id"], "duration": r.get("duration"),
-                   "segments": [{"start": s["start"], "end": s["end"], "text": s["instruction"]} for s in r["steps"]]}
-
     spec = ReleaseSpec(
         corpus=NAME, title="ShowHowTo", report_title="ShowHowTo build report", features=lambda: schema().FEATURES,
         card=lambda: schema().CARD, card_template=CARD_TEMPLATE,
         split_order=("train", "test"), rows={}, models=lambda: models_info(cfg, sc().asr_used),
         stats_extra=stats_extra, card_context=lambda stats, man: card_context(stats, man, cfg, hs()),
-        report_videos=report_videos, path_keys=PATH_KEYS,
+        report_videos=lambda: sc().report, path_keys=PATH_KEYS,
         key_files=(Path(__file__).resolve(), *schema_files(SCHEMA)))
     if not count_rows(kept):
         spec.empty = "no sequence survived the pipeline"
         return write_release(result, cfg, out_dir, info, spec)
-    spec.rows = {"sequences": {s: (lambda s=s: sequences(s)) for s in ("train", "test")}}
+    # a work shard's part is keyed by its row digest and by the test ids among its rows (the split is global)
+    def test_of_shard(i: int) -> list[str]:
+        return by_shard().get(i, [])
+
+    spec.rows = {"sequences": ShardedRows(kept, sequence_pairs, columns=seq_cols, shard_key=test_of_shard)}
     if cfg.with_images:
-        spec.rows["images"] = {s: (lambda s=s: image_rows(s)) for s in ("train", "test")}
+        spec.rows["images"] = ShardedRows(kept, image_pairs, columns=[*seq_cols, "images"], shard_key=test_of_shard)
         if cfg.export_upstream:
             spec.files["upstream"] = upstream
     spec.files["keyframes.json"] = keyframes
     return write_release(result, cfg, out_dir, info, spec)
+
+
+def _fold_keyframes(rows: list[dict[str, Any]]) -> list[str]:
+    """One work shard's items of ``keyframes.json`` as JSON text (``{sequence_id: [{start_sec, frame_idx}, ...]}``,
+    indent 1, ASCII), without the braces."""
+    import json
+
+    by_id = schema().keyframes_json([{"sequence_id": r["video_id"], "steps": r["steps"]} for r in rows])
+    return [json.dumps({k: v}, indent=1, ensure_ascii=True)[2:-2] for k, v in by_id.items()]
+
+
+def _fold_answers(rows: list[dict[str, Any]]) -> Counter:
+    """The filter's answers of one work shard of ``llm_filter`` (the videos it kept)."""
+    return Counter(r["filter_answer"] for r in rows)
