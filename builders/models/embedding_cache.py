@@ -150,6 +150,7 @@ def encode_set_cached(encoder: TextEncoder, texts: Sequence[str], cache: Embeddi
 #: a block is cut after at most this many times ``chunk_size`` texts even where no text's hash says so
 MAX_BLOCK_FACTOR = 4
 _READ = 1 << 20
+_SCATTER = 1 << 15  # pool rows written through one mapping
 
 
 def content_blocks(unique: Sequence[str], chunk_size: int) -> list[tuple[int, int]]:
@@ -237,8 +238,9 @@ def encode_pool(encoder: TextEncoder, texts: Sequence[str], blocks: PoolBlocks, 
 
     The sorted distinct texts are cut into content blocks (``content_blocks``); each block is read from ``blocks``
     or encoded in one call and stored there the moment it is done (a killed run keeps its finished blocks), then
-    scattered into ``out``, written through a memory map that is flushed and let go block by block: the pool is
-    never held in memory, one block at a time is. ``out`` is replaced atomically."""
+    read back memory-mapped and scattered into ``out`` through a memory map that is flushed and let go every
+    ``_SCATTER`` rows: the pool is never held in memory, the encoder's output for one block is, while it is
+    stored. ``out`` is replaced atomically."""
     unique = sorted(set(texts))
     where = {t: i for i, t in enumerate(unique)}
     distinct = np.fromiter((where[t] for t in texts), dtype=np.int64, count=len(texts))
@@ -253,9 +255,12 @@ def encode_pool(encoder: TextEncoder, texts: Sequence[str], blocks: PoolBlocks, 
             block = unique[start:end]
             key = _set_key(block)
             vecs = blocks.load(encoder.model_id, key, len(block))
-            if vecs is None:
-                vecs = np.ascontiguousarray(encoder.encode(block), dtype=np.float32)
-                blocks.save(encoder.model_id, key, vecs)
+            if vecs is None:  # encoded, stored, then read back mapped: the encoder's copy is let go at once
+                blocks.save(encoder.model_id, key, np.ascontiguousarray(encoder.encode(block), dtype=np.float32))
+                vecs = blocks.load(encoder.model_id, key, len(block))
+                if vecs is None:
+                    raise RuntimeError(f"embedding block {blocks.path(encoder.model_id, key)} is damaged right after "
+                                       "it was written: check the disk")
             if dim is None:
                 dim = vecs.shape[1]
                 np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(texts), dim)).flush()
@@ -263,10 +268,13 @@ def encode_pool(encoder: TextEncoder, texts: Sequence[str], blocks: PoolBlocks, 
                 raise RuntimeError(f"embedding blocks of {encoder.model_id} under {blocks.root} have different "
                                    f"widths ({dim}, {vecs.shape[1]}): delete that folder")
             lo, hi = np.searchsorted(by_text, [start, end])
-            pool = np.load(tmp, mmap_mode="r+")
-            pool[order[lo:hi]] = vecs[by_text[lo:hi] - start]
-            pool.flush()
-            del pool, vecs
+            for a in range(lo, hi, _SCATTER):  # a piece at a time, mapped then let go: bounded resident pages
+                b = min(a + _SCATTER, hi)
+                pool = np.load(tmp, mmap_mode="r+")
+                pool[order[a:b]] = vecs[by_text[a:b] - start]
+                pool.flush()
+                del pool
+            del vecs
         if dim is None:
             with open(tmp, "wb") as f:
                 np.save(f, np.zeros((0, encoder.dim), dtype=np.float32), allow_pickle=False)
