@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -180,6 +181,17 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _allocate(path: Path) -> None:
+    """Give the (sparse) file its disk blocks now: a full disk is then an ``OSError`` (ENOSPC) here, not a SIGBUS
+    when a page of the memory map is written."""
+    if hasattr(os, "posix_fallocate"):
+        with open(path, "r+b") as f:
+            try:
+                os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
+            except OSError as err:
+                raise OSError(err.errno, err.strerror, str(path)) from err
+
+
 def _map_checked(path: Path, sha256: str, rows: int | None = None) -> np.memmap:
     """``path`` (an ``.npy`` of float32 rows) memory-mapped read-only after its bytes were hashed against ``sha256``;
     :class:`DamagedCache` when they differ or it does not map as ``rows`` float32 rows."""
@@ -264,6 +276,7 @@ def encode_pool(encoder: TextEncoder, texts: Sequence[str], blocks: PoolBlocks, 
             if dim is None:
                 dim = vecs.shape[1]
                 np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(texts), dim)).flush()
+                _allocate(tmp)
             elif vecs.shape[1] != dim:
                 raise RuntimeError(f"embedding blocks of {encoder.model_id} under {blocks.root} have different "
                                    f"widths ({dim}, {vecs.shape[1]}): delete that folder")

@@ -219,3 +219,29 @@ def test_two_workers_map_one_pool_copy_and_do_not_load_it(tmp_path):
         assert s["anon"] < size / 8, s  # not loaded: no private copy of the pool (35 MiB) in either process
         assert s["file"] > size / 2, s  # its pages are the file's, shared through the page cache
         assert s["total"] == seen[0]["total"]
+
+
+def test_a_full_disk_is_an_enospc_error_naming_the_pool_not_a_crash(tmp_path):
+    """The pool file is allocated before it is mapped: writing a page of a map on a full disk would kill the process
+    (SIGBUS); allocating raises ENOSPC, naming the file, and leaves no temp file."""
+    import errno
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        with pytest.raises(OSError) as err:  # 40,000 rows of 32 floats: 5 MB on a 1 MB disk
+            encode_pool(type("Wide", (), {"model_id": "w", "dim": 32,
+                                          "encode": lambda self, t: np.ones((len(t), 32), np.float32)})(),
+                        [f"t{i}" for i in range(40_000)], PoolBlocks(tmp_path / "blocks"), mnt / "pool.npy",
+                        chunk_size=1 << 20)
+        assert err.value.errno == errno.ENOSPC and "pool.npy" in str(err.value.filename)
+        assert list(mnt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
