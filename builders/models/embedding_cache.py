@@ -3,7 +3,7 @@
 One SQLite file per work directory; several processes may read and write it (WAL mode). Changing a threshold
 downstream never re-embeds; changing the model changes the key.
 
-Vectors are cached per *set* of texts (a work shard's distinct ASR segments, the recipe-step pool), keyed by
+Vectors are cached per *set* of texts (a work shard's distinct ASR segments), keyed by
 (model id, sha1 of the sorted distinct texts), not per text: a transformer's float output for a
 text depends in its last bits on the padded batch it was computed in, so per-text reuse across shards would make the
 result depend on which shard happened to embed a repeated line first (parallel runners) or on what an earlier build
