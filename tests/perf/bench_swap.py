@@ -14,6 +14,8 @@ brute-force numpy argmax over the pool embeddings.
 Two ways to run it (see tests/perf/README.md):
 
     python tests/perf/bench_swap.py --model minilm --segments 20000 --steps 200000
+    python tests/perf/bench_swap.py --search 100000 1000000            # the exact search only: numpy vs FAISS
+    python tests/perf/bench_swap.py --memory . OLD --steps 200000 --segments 2000 --dim 768   # swap-stage peak RSS
     python -m pytest tests/perf -s -p no:cacheprovider --override-ini addopts=     # what `make bench` runs
 
 The pytest functions assert the issue's target: an encoder-bound swap (>= 90 % of the step's time in the encoder).
@@ -621,6 +623,152 @@ def write_result(r: dict[str, Any], out: str | Path | None = None) -> Path:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- search and memory
+def _unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    x = rng.standard_normal((n, dim), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def bench_search(rows: int, queries: int = 2048, dim: int = 384, k: int = 2, seed: int = 0) -> dict[str, Any]:
+    """The exact nearest-step search over ``rows`` pool rows: the toolkit's blocked numpy ``topk_search`` against
+    FAISS's exact inner-product index (``IndexFlatIP``, CPU; skipped when faiss-cpu is not installed), same random
+    unit vectors, same threads (all cores); whether FAISS's indices and similarities equal numpy's bit for bit."""
+    from builders.ops.swap import topk_search
+
+    rng = np.random.default_rng(seed)
+    keys, q = _unit_rows(rng, rows, dim), _unit_rows(rng, queries, dim)
+    load0 = os.getloadavg()
+    t = time.perf_counter()
+    s_np, i_np = topk_search(q, keys, k)
+    r: dict[str, Any] = {"rows": rows, "queries": queries, "dim": dim, "k": k,
+                         "numpy_s": round(time.perf_counter() - t, 3)}
+    try:
+        import faiss
+    except ImportError:
+        r["faiss"] = "faiss-cpu not installed"
+    else:
+        t = time.perf_counter()
+        index = faiss.IndexFlatIP(dim)
+        index.add(keys)
+        r["faiss_add_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        s_f, i_f = index.search(q, k)
+        r["faiss_search_s"] = round(time.perf_counter() - t, 3)
+        r.update(faiss=faiss.__version__, faiss_threads=faiss.omp_get_max_threads(),
+                 same_indices=bool(np.array_equal(i_f, i_np)), same_similarities=bool(np.array_equal(s_f, s_np)),
+                 max_similarity_diff=float(np.abs(s_f - s_np).max()))
+    r["loadavg"] = [load0, os.getloadavg()]
+    return r
+
+
+class _FastEncoder:
+    """A model-free encoder for the memory figures: a unit vector a text, from its sha1 (the swap step's memory, not
+    the model's)."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim, self.model_id, self.calls = dim, f"bench/fast-{dim}", 0
+
+    def encode(self, texts: Any) -> np.ndarray:
+        import hashlib
+
+        self.calls += 1
+        seeds = [int.from_bytes(hashlib.sha1(t.encode()).digest()[:8], "big") for t in texts]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, sd in enumerate(seeds):
+            out[i] = np.random.default_rng(sd).standard_normal(self.dim, dtype=np.float32)
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
+
+
+def _rss_sampler() -> tuple[Any, dict[str, int]]:
+    """A daemon thread sampling this process's RssAnon and RssFile every 20 ms; returns (stop event, peaks)."""
+    import threading
+
+    peaks = {"RssAnon": 0, "RssFile": 0}
+    stop = threading.Event()
+
+    def run() -> None:
+        while True:
+            with open("/proc/self/status") as f:
+                fields = dict(line.split(":", 1) for line in f)
+            for key in peaks:
+                peaks[key] = max(peaks[key], int(fields[key].split()[0]) * 1024)
+            if stop.wait(0.02):
+                return
+
+    threading.Thread(target=run, daemon=True).start()
+    return stop, peaks
+
+
+def memory_phase(phase: str, work: Path, steps: int, segments: int, dim: int) -> dict[str, Any]:
+    """One phase of the swap stage in this process (``fit``: embed the pool and write it; ``shards``: a worker's
+    setup and every shard), with the model-free encoder; its peak RSS (``ru_maxrss``) and sampled peak RssAnon /
+    RssFile. Works on the code of any commit on PYTHONPATH (the step's own API only)."""
+    import resource
+
+    from builders.core.orchestrate import fit_locally
+    from builders.core.runners import StageTask, run_shard
+    from builders.core.shards import StageData
+    from builders.core.step import FitInputs
+    from builders.corpora.sieve_swap.config import SieveSwapConfig
+    from builders.corpora.sieve_swap.pipeline import Swap, pipelines
+    from builders.models import text_encoder
+
+    enc = _FastEncoder(dim)
+    text_encoder.get_encoder = lambda *a, **kw: enc
+    text_encoder.release_encoder = lambda *a, **kw: True
+    cfg = SieveSwapConfig(embedding_model="minilm")
+    step = next(s for p in pipelines(cfg) for s in p.steps if isinstance(s, Swap))
+    if phase == "inputs":
+        inp = make_inputs(work, segments, steps, video_shard_size=8)
+        (work / "inputs.json").write_text(json.dumps({k: str(v) for k, v in inp.items()}), encoding="utf-8")
+        return {"phase": phase}
+    inp = json.loads((work / "inputs.json").read_text(encoding="utf-8"))
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    stop, peaks = _rss_sampler()
+    t = time.perf_counter()
+    if phase == "fit":
+        state = fit_locally(step, FitInputs(data=StageData(Path(inp["video_dir"]), int(inp["n_video_shards"])),
+                                            side={"recipes": StageData(Path(inp["recipe_dir"]),
+                                                                       int(inp["n_recipe_shards"]))},
+                                            artefact_dir=work / "swap_fit", cache_dir=work / "cache"))
+        (work / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    else:
+        state = json.loads((work / "state.json").read_text(encoding="utf-8"))
+        step.setup(state)
+        task = StageTask(step, state, Path(inp["video_dir"]), work / f"swap_out_{time.time_ns()}")
+        for i in range(int(inp["n_video_shards"])):
+            run_shard(task, i)
+        step.teardown()
+    stop.set()
+    return {"phase": phase, "seconds": round(time.perf_counter() - t, 2), "pool_steps": state["pool_steps"],
+            "pool_bytes": state["pool_steps"] * dim * 4, "encoder_calls": enc.calls, "rss_before": base,
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, **{f"peak_{k}": v for k, v in
+                                                                                     peaks.items()}}
+
+
+def bench_memory(code: str, steps: int, segments: int, dim: int, tmp_root: str | None = None) -> dict[str, Any]:
+    """Peak memory of the swap stage with the builders of ``code`` (a source tree: this one, or an export of an
+    earlier commit): the inputs, the fit and a worker's shards each in a fresh process."""
+    import subprocess
+
+    work = Path(tempfile.mkdtemp(prefix="bench_swap_mem_", dir=tmp_root))
+    env = {**os.environ, "PYTHONPATH": str(Path(code).resolve())}
+    out: dict[str, Any] = {"code": str(code), "steps": steps, "segments": segments, "dim": dim,
+                           "loadavg": [os.getloadavg()]}
+    try:
+        for phase in ("inputs", "fit", "shards"):
+            res = subprocess.run([sys.executable, __file__, "--memory-phase", phase, "--work", str(work),
+                                  "--steps", str(steps), "--segments", str(segments), "--dim", str(dim)],
+                                 env=env, capture_output=True, text=True, check=True)
+            out[phase] = json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out["loadavg"].append(os.getloadavg())
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- pytest
 def _bench_or_skip(model: str, segments: int, steps: int) -> dict[str, Any]:
     import pytest
@@ -672,7 +820,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="JSON result path (default: <tmp>/procvid-bench/bench_swap-*.json)")
     p.add_argument("--tmp", default=None, help="parent of the fresh work directory (default: the system temp dir)")
     p.add_argument("--keep-work", action="store_true", help="keep the work directory")
+    p.add_argument("--search", type=int, nargs="+", metavar="ROWS",
+                   help="only time the exact search, numpy against FAISS, over pools of these many rows")
+    p.add_argument("--queries", type=int, default=2048, help="--search: query vectors")
+    p.add_argument("--dim", type=int, default=384, help="--search / --memory: vector width (768: MPNet)")
+    p.add_argument("--memory", nargs="+", metavar="CODE",
+                   help="only measure the swap stage's peak memory (model-free encoder) with the builders of each "
+                        "source tree CODE (e.g. . and an export of an earlier commit)")
+    p.add_argument("--memory-phase", choices=["inputs", "fit", "shards"], help=argparse.SUPPRESS)
+    p.add_argument("--work", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.memory_phase:
+        print(json.dumps(memory_phase(a.memory_phase, Path(a.work), a.steps, a.segments, a.dim)))
+        return 0
+    if a.search or a.memory:
+        results = [bench_search(n, a.queries, a.dim, seed=a.seed) for n in a.search or []]
+        results += [bench_memory(c, a.steps, a.segments, a.dim, a.tmp) for c in a.memory or []]
+        for r in results:
+            print(json.dumps(r))
+        return 0
     r = run_bench(a.model, a.segments, a.steps, steps_per_recipe=a.steps_per_recipe,
                   segments_per_video=a.segments_per_video, shard_size=a.shard_size, n_check=a.check, seed=a.seed,
                   tmp_root=a.tmp, keep_work=a.keep_work)

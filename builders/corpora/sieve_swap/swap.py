@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ from ...core.step import FitInputs, Requirement, Resources, Step, execution_sett
 from ...ops import merge as merge_ops
 from ...ops import swap as swap_ops
 
+log = logging.getLogger(__name__)
+
+#: the pool matrix (an artefact of the fit) and the folder of its embedding blocks (under the work cache)
+POOL = "pool_keys.npy"
+POOL_BLOCKS = "pool_blocks"
+
 
 @dataclass(eq=False)
 class Swap(Step):
@@ -25,7 +32,7 @@ class Swap(Step):
     thresholds) are written into each row's provenance."""
 
     name = "swap"
-    version = "3"
+    version = "4"
     id_field = "video_id"
     side_inputs = ("recipes",)
     reads = {"video_id": str, "asr_segments": list, "recipe_ids": list}
@@ -47,9 +54,11 @@ class Swap(Step):
         return Resources(gpus=gpus_for_device(self.device))
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
-        """Global stage: embed the step pool of R² (chunks of ``pool_chunk_size`` steps cached as they finish, so a
-        killed build resumes inside the pool) and write it as the artefact ``pool.npz`` + ``pool_texts.json``."""
-        from ...models.embedding_cache import EmbeddingCache, encode_set_cached
+        """Global stage: embed the step pool of R² in content-keyed blocks of about ``pool_chunk_size`` distinct
+        steps (cached on disk as they finish, so a killed build resumes inside the pool and one added step embeds
+        one block again) and assemble it as the artefact ``pool_keys.npy`` (+ ``pool.npz``: recipe ids and step
+        indices, ``pool_texts.json``), which every worker memory-maps."""
+        from ...models.embedding_cache import PoolBlocks, encode_pool
         from ...models.text_encoder import get_encoder
 
         r2 = set()
@@ -63,17 +72,17 @@ class Swap(Step):
                 rids.append(r["recipe_id"])
                 sidx.append(j)
                 texts.append(step)
-        cache_path = str(Path(inputs.cache_dir) / "embeddings.sqlite")
+        del recipes
+        cache_dir = Path(inputs.cache_dir)
         encoder = get_encoder(self.embedding_model, self.device, self.encode_batch_size)
-        cache = EmbeddingCache(cache_path)
-        keys = encode_set_cached(encoder, texts, cache, chunk_size=self.pool_chunk_size)
-        cache.close()
-        save_arrays(inputs.artefact_dir, "pool", {"keys": keys, "recipe_ids": np.asarray(rids, dtype=np.int64),
+        digest = encode_pool(encoder, texts, PoolBlocks(cache_dir / POOL_BLOCKS), Path(inputs.artefact_dir) / POOL,
+                             chunk_size=self.pool_chunk_size)
+        save_arrays(inputs.artefact_dir, "pool", {"recipe_ids": np.asarray(rids, dtype=np.int64),
                                                   "step_index": np.asarray(sidx, dtype=np.int32)})
         save_json(inputs.artefact_dir, "pool_texts", texts)
         # the pool (a global input of every shard): a change of R² redoes every shard
-        return {"cache_path": cache_path, "model_id": encoder.model_id, "pool_steps": len(texts),
-                "pool_digest": hash_obj(rids, sidx, texts)}
+        return {"cache_path": str(cache_dir / "embeddings.sqlite"), "model_id": encoder.model_id,
+                "pool_steps": len(texts), "pool_sha256": digest, "pool_digest": hash_obj(rids, sidx, texts)}
 
     def setup(self, state: Any) -> None:
         from ...models.embedding_cache import EmbeddingCache
@@ -82,7 +91,24 @@ class Swap(Step):
         root = artefact_dir(state)
         self.state = {**state, **load_arrays(root, "pool"), "texts": load_json(root, "pool_texts")}
         self.encoder = get_encoder(self.embedding_model, self.device, self.encode_batch_size)
+        self.state["keys"] = self._map_pool(root)
         self.cache = EmbeddingCache(state["cache_path"])
+
+    def _map_pool(self, root: Path) -> np.ndarray:
+        """The pool matrix memory-mapped (one copy a machine, in the page cache), checked as read; a damaged or
+        missing one is assembled again from the embedding blocks (those damaged too are encoded again)."""
+        from ...core.errors import DamagedCache
+        from ...models.embedding_cache import PoolBlocks, encode_pool, open_pool
+
+        st, path = self.state, root / POOL
+        try:
+            return open_pool(path, st["pool_sha256"], st["pool_steps"])
+        except (DamagedCache, FileNotFoundError) as err:
+            log.warning("swap pool %s %s: assembled again from its embedding blocks", path,
+                        f"damaged ({err.why})" if isinstance(err, DamagedCache) else "missing")
+        blocks = PoolBlocks(Path(st["cache_path"]).parent / POOL_BLOCKS)
+        digest = encode_pool(self.encoder, st["texts"], blocks, path, chunk_size=self.pool_chunk_size)
+        return open_pool(path, digest, st["pool_steps"])
 
     def teardown(self) -> None:
         from ...models.text_encoder import release_encoder
@@ -101,6 +127,16 @@ class Swap(Step):
         if pool_rows is not None:
             idx = np.where(idx >= 0, pool_rows[np.maximum(idx, 0)], -1)
         return sims, idx
+
+    def _rows_of(self, recipe_ids: list[int]) -> np.ndarray:
+        """The pool rows of ``recipe_ids`` in pool order (the pool is sorted by recipe id: two binary searches a
+        recipe, no scan of the pool)."""
+        ids = np.unique(np.asarray(recipe_ids, dtype=np.int64))
+        pool_ids = self.state["recipe_ids"]
+        lo, hi = np.searchsorted(pool_ids, ids, "left"), np.searchsorted(pool_ids, ids, "right")
+        if not ids.size:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
 
     def process(self, rows: list[Row], out: Out) -> None:
         from ...models.embedding_cache import encode_set_cached
@@ -123,7 +159,7 @@ class Swap(Step):
             if self.retrieval_pool == "global":
                 v_sims, v_idx = sims[offset:offset + n], idx[offset:offset + n]
             else:
-                pool_rows = np.flatnonzero(np.isin(st["recipe_ids"], np.asarray(r["recipe_ids"], dtype=np.int64)))
+                pool_rows = self._rows_of(r["recipe_ids"])
                 v_sims, v_idx = self._search(emb[offset:offset + n], pool_rows)
             offset += n
             keep = swap_ops.swap_decisions(v_sims[:, 0], self.sim_threshold)
