@@ -30,7 +30,12 @@ __all__ = ["pipelines", "RecipeNLGSource", "RecipeClean", "RecipeDedup", "Recipe
            "CleanTranscript", "TitleSieve", "ContentSieve", "Swap", "Merge"]
 
 
-def pipelines(cfg: SieveSwapConfig, shard_size: int = 64) -> list[Pipeline]:
+#: recipes a work shard of the recipes pipeline, at least (RecipeNLG has 2.2M recipes; ``recipe_lemmas`` reuses a
+#: redone shard's unchanged recipes, so an edited recipe re-lemmatises that recipe alone)
+RECIPE_SHARD_SIZE = 16384
+
+
+def pipelines(cfg: SieveSwapConfig, shard_size: int = 2048) -> list[Pipeline]:
     """The two pipelines of the corpus, in run order: each config key goes to the steps whose output it changes."""
     generic = cfg.generic_word_set()
     return [
@@ -38,7 +43,7 @@ def pipelines(cfg: SieveSwapConfig, shard_size: int = 64) -> list[Pipeline]:
             RecipeClean(min_step_chars=cfg.min_step_chars),
             RecipeDedup(),
             RecipeLemmas(generic_words=generic, spacy_model=cfg.spacy_model),
-        ], shard_size=max(shard_size, 4096)),
+        ], shard_size=max(shard_size, RECIPE_SHARD_SIZE)),
         Pipeline("videos", HowTo100MSource(videos=cfg.videos, tasks=cfg.tasks, titles=cfg.titles,
                                            durations=cfg.durations, limit=cfg.limit), [
             CookingFilter(cooking_categories=list(cfg.cooking_categories)),
