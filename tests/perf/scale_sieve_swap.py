@@ -206,3 +206,88 @@ def project(results: list[dict[str, Any]]) -> dict[str, Any]:
                                  for k, v in e.items()))
     return {"cpu_hours": cpu_h, "toolkit_cpu_hours": toolkit_h, "memory_gb": mem / 1e9, "memory_note": note,
             "shares": edit, "lines": lines}
+
+
+# ============================================================================================ the recipe index alone
+def _rss() -> dict[str, int]:
+    """This process's resident memory from /proc/self/status (kB): anonymous (its own) and file-backed (maps)."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def index_figures(n_recipes: int, root: Path, seed: int = 0, queries: int = 200) -> dict[str, Any]:
+    """Build the recipe index of ``n_recipes`` recipe lemma rows shaped as the generator's (titles of three words of
+    vocabularies of n/150 words, bodies of a verb set and ~20 of 3,000 ingredient words; lemmas given, no spaCy),
+    then open it and score ``queries`` videos' title candidates as the content sieve does. Figures: build seconds,
+    size on disk, and this process's resident memory (anonymous and file-backed) after opening and after the
+    queries."""
+    import time
+
+    import numpy as np
+
+    from builders.core.shards import StageData, write_shard
+    from builders.corpora.sieve_swap import recipe_index
+
+    rng = random.Random(seed)
+    n_words = max(4, n_recipes // TITLES_PER_WORD)
+    stage = root / "recipes"
+    per_shard, shard = 16384, 0
+    for start in range(0, n_recipes, per_shard):
+        rows = []
+        for rid in range(start, min(n_recipes, start + per_shard)):
+            title = sorted({_word(rng.randrange(n_words), p) for p in ("fla", "mai", "dis")})
+            body = sorted({*rng.sample(_VERBS, 6), *(_word(rng.randrange(3000)) for _ in range(20))})
+            rows.append({"recipe_id": rid, "title_lemmas": title, "body_lemmas": body})
+        write_shard(stage, shard, rows, [], {"rows_in": len(rows), "kept": len(rows)})
+        shard += 1
+    data = StageData(stage, shard)
+    t0 = time.perf_counter()
+    folder, _ = recipe_index.ensure(data, root / "cache")
+    build_s = time.perf_counter() - t0
+    disk = sum(p.stat().st_size for p in folder.iterdir())
+    before = _rss()
+    t0 = time.perf_counter()
+    index = recipe_index.RecipeIndex.open(folder)
+    open_s = time.perf_counter() - t0
+    opened = _rss()
+    t0 = time.perf_counter()
+    pairs = 0
+    for _ in range(queries):
+        title = [_word(rng.randrange(n_words), "mai"), _word(rng.randrange(n_words), "dis")]
+        transcript = {*rng.sample(_VERBS, 10), *(_word(rng.randrange(3000)) for _ in range(40))}
+        rows, _, _ = index.title_candidates(title, "any", 1, None)
+        iou, _ = index.bodies.scores(rows, index.encode(transcript), video_size=len(transcript))
+        pairs += int(np.asarray(iou).size)
+    query_s = time.perf_counter() - t0
+    after = _rss()
+    return {"recipes": n_recipes, "build_s": round(build_s, 2), "disk_mb": round(disk / 1e6, 1),
+            "open_s": round(open_s, 2), "query_ms_per_video": round(1000 * query_s / queries, 2),
+            "candidates_per_video": pairs / queries,
+            "rss_anon_mb_opened": round((opened["RssAnon"] - before["RssAnon"]) / 1e3, 1),
+            "rss_file_mb_opened": round((opened["RssFile"] - before["RssFile"]) / 1e3, 1),
+            "rss_anon_mb_after_queries": round((after["RssAnon"] - before["RssAnon"]) / 1e3, 1),
+            "rss_file_mb_after_queries": round((after["RssFile"] - before["RssFile"]) / 1e3, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+    import tempfile
+
+    ap = argparse.ArgumentParser(description="the sieves' recipe index alone: build time, size, resident memory")
+    ap.add_argument("--index", type=int, nargs="+", required=True, metavar="RECIPES")
+    ap.add_argument("--tmp", type=Path, default=None)
+    args = ap.parse_args(argv)
+    for n in args.index:   # resident figures are differences from just before each index is opened
+        with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+            print(json.dumps(index_figures(n, Path(tmp))), flush=True)
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
