@@ -173,7 +173,8 @@ def test_editing_one_recipe_reruns_only_the_videos_it_can_pair_with(tmp_path):
     _build(tmp_path / "out", inputs)
     assert sum(recipe_index.BUILDS.values()) == built + 1          # one index, both sieves
     work = tmp_path / "out" / ".work" / "sieve_swap" / "videos"
-    folders = sorted(p.name for p in work.iterdir())
+    # the stages up to the content sieve (the swap's own pool is keyed by the recipes it reads: issue 36 item 3)
+    folders = sorted(p.name for p in work.iterdir() if p.name < "09")
 
     text = recipes.read_text(encoding="utf-8")
     old = "mash the ripe bananas with a fork"
@@ -181,7 +182,7 @@ def test_editing_one_recipe_reruns_only_the_videos_it_can_pair_with(tmp_path):
     recipes.write_text(text.replace(old, "mash the ripe yellow bananas with a fork"), encoding="utf-8")
     result = _rerun(tmp_path / "out", inputs)
     assert sum(recipe_index.BUILDS.values()) == built + 2          # the edited recipes: one new index
-    assert sorted(p.name for p in work.iterdir()) == folders       # no new stage folder for the sieves
+    assert sorted(p.name for p in work.iterdir() if p.name < "09") == folders   # no new folder for the sieves
     steps = result.steps
     title = result.stage("title_sieve")
     assert steps["title_sieve"].fit == "ran" and steps["title_sieve"].computed_shards == title.n
