@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -44,12 +44,13 @@ class _RecipeIndexStep(Step):
         recipe_index.write_pointer(inputs.artefact_dir, folder)
         return folder
 
-    def _open_index(self, state: Any) -> recipe_index.RecipeIndex:
-        """The index the fitted state names, checked; a damaged one is reported as damage of this stage's fit
-        record (``_fit/_complete.json``), so that the build refits the stage, which builds the index again."""
+    def _with_index(self, state: Any, use: Callable[[Path], Any]) -> Any:
+        """``use(folder)`` of the index the fitted state names, which checks what it reads; a damaged or missing index
+        is removed and reported as damage of this stage's fit record (``_fit/_complete.json``), so that the build
+        refits the stage, which builds the index again (builders/core/repair.py)."""
         folder = recipe_index.read_pointer(artefact_dir(state))
         try:
-            return recipe_index.RecipeIndex.open(folder)
+            return use(folder)
         except (FileNotFoundError, DamagedCache) as err:
             shutil.rmtree(folder, ignore_errors=True)
             raise DamagedCache(artefact_dir(state).parent / "_complete.json",
@@ -59,7 +60,7 @@ class _RecipeIndexStep(Step):
         from ...models.nlp import ContentLemmatizer
 
         self.state = state
-        self.index = self._open_index(state)
+        self.index = self._with_index(state, recipe_index.RecipeIndex.open)
         self.lemmatize = ContentLemmatizer(self.spacy_model)
 
     def teardown(self) -> None:
@@ -130,8 +131,8 @@ class ContentSieve(_RecipeIndexStep):
     def item_digest(self, rows: list[Row], state: Any, memo: Any) -> str:
         """The digests of each video's title lemmas in the index (:func:`.recipe_index.title_digests`): all that its
         candidates and their scores depend on in the recipes."""
-        return recipe_index.title_digests(recipe_index.read_pointer(artefact_dir(state)), rows,
-                                          with_size=self.max_title_candidates is not None)
+        capped = self.max_title_candidates is not None
+        return self._with_index(state, lambda folder: recipe_index.title_digests(folder, rows, with_size=capped))
 
     def process(self, rows: list[Row], out: Out) -> None:
         index = self.index
