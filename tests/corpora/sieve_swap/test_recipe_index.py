@@ -148,3 +148,31 @@ def test_title_digests_hash_the_lemma_digests(tmp_path):
     i = index.lemma_ids["cookie"]
     want = hash_obj([["v", [["cookie", int(index.lemma_digest[i])], ["zzz", None]]]], None)
     assert recipe_index.title_digests(folder, [{"video_id": "v", "title_lemmas": ["cookie", "zzz"]}], False) == want
+
+
+def test_a_sieve_reports_a_damaged_index_as_its_fit_damage(tmp_path):
+    """The content sieve's per-item digest (computed before any worker) and a worker's setup find the index damaged:
+    the index is removed and the damage named as the stage's fit record, which the build forgets, so the stage refits
+    and builds the index again (builders/core/repair.py)."""
+    from builders.core.orchestrate import ARTEFACTS_KEY
+    from builders.corpora.sieve_swap.sieve import ContentSieve
+
+    folder, _ = recipe_index.ensure(_recipes(tmp_path / "r", RECIPES), tmp_path / "cache")
+    artefacts = tmp_path / "stage" / "_fit" / "artefacts"
+    artefacts.mkdir(parents=True)
+    recipe_index.write_pointer(artefacts, folder)
+    step = ContentSieve(spacy_model="en_core_web_sm", title_match="any", title_min_shared=1,
+                        max_title_candidates=None, iou_threshold=0.1, recall_threshold=0.3, val_iou_threshold=0.2)
+    state = {"index": "index.json", ARTEFACTS_KEY: str(artefacts)}
+    rows = [{"video_id": "v", "title_lemmas": ["cookie"]}]
+    assert step.item_digest(rows, state, None) == recipe_index.title_digests(folder, rows, False)
+    path = folder / "lemma_digest.npy"
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0x01
+    path.write_bytes(bytes(raw))
+    recipe_index._DIGESTS.clear()   # a fresh driver process
+    with pytest.raises(DamagedCache) as err:
+        step.item_digest(rows, state, None)
+    assert err.value.path == str(tmp_path / "stage" / "_fit" / "_complete.json") and not folder.exists()
+    with pytest.raises(DamagedCache, match="missing"):   # a worker finding it gone: the same report
+        step._with_index(state, recipe_index.RecipeIndex.open)
