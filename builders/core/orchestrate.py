@@ -365,8 +365,8 @@ def run_pipelines(pipelines: list[Pipeline], work_dir: Path, runner, *, progress
                     raise ValueError(f"duplicate stage name {step.name!r}")
                 sides = side_key(step.side_inputs, f"step {step.name!r} of {pipe.name!r}")
                 whole, per_item = inputs_of(step.name, step)
-                fp = hash_obj("step", fp, step.name, step.version, step.cache_config(), sides, whole,
-                              TOOLKIT_VERSION)
+                fp = hash_obj("step", fp, step.name, step.version, step.cache_config(),
+                              "per-item" if step.side_inputs_per_item else sides, whole, TOOLKIT_VERSION)
                 out_dir = work_dir / pipe.name / f"{k + 1:02d}_{step.name}-{fp[:12]}"
                 out_dir.mkdir(parents=True, exist_ok=True)
                 used.append(out_dir)

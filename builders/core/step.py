@@ -173,6 +173,11 @@ class Step(_Parametrised):
     item_fields: ClassVar[tuple[str, ...] | None] = None
     #: names of other pipelines whose final output ``fit`` reads
     side_inputs: ClassVar[tuple[str, ...]] = ()
+    #: the side inputs key ``fit`` only, not the stage folder (as per-item input files do): an edited side pipeline
+    #: refits the stage in its own folder, and the shards its fitted state and :meth:`item_digest` say changed are
+    #: redone, instead of a new folder for this stage and every later one. For a step whose fit reduces the side
+    #: pipeline to a state and per-item digests that together cover all its rows depend on (the Sieve & Swap sieves)
+    side_inputs_per_item: ClassVar[bool] = False
     #: the step may keep several rows for one input row (accounting: rows in + added = kept + dropped)
     fan_out: ClassVar[bool] = False
     #: a fan-out step's kept rows name their input row in this field (default: ``id_field``)

@@ -121,3 +121,52 @@ def test_source_reads_an_earlier_pipeline_and_is_keyed_by_it(tmp_path):
     assert changed.steps["pairs_of_numbers"].kept == len(kept) - 1
     with pytest.raises(ValueError, match="needs pipeline"):
         run_pipelines([Pipeline("pairs", Pairs(), [])], tmp_path / "x", LocalRunner(), progress=False)
+
+
+@pytest.mark.parametrize("per_item", [False, True])
+def test_side_inputs_per_item_key_the_fit_not_the_stage_folder(tmp_path, per_item):
+    """``Step.side_inputs_per_item`` (issue 36): a changed side pipeline refits the step in its own folder (and the
+    later steps keep theirs); by default the side pipeline keys the folder, as before."""
+    from builders.core.step import FitInputs, Pipeline, Source, Step
+
+    @dataclass(eq=False)
+    class Letters(Source):
+        name = "letters"
+
+        def read(self):
+            for c in "abcdef":
+                yield {"id": c}
+
+    @dataclass(eq=False)
+    class CountSide(Step):
+        name = "count_side"
+        side_inputs = ("numbers",)
+        side_inputs_per_item = per_item
+
+        def fit(self, inputs: FitInputs):
+            return {"n": sum(1 for _ in inputs.side["numbers"].rows(["value"]))}
+
+        def process(self, rows, out):
+            for r in rows:
+                out.keep({**r, "n": self.state["n"]})
+
+    @dataclass(eq=False)
+    class After(Step):
+        name = "after"
+
+        def process(self, rows, out):
+            for r in rows:
+                out.keep(r)
+
+    def pipes(cfg):
+        return [*toy_pipelines(cfg), Pipeline("letters", Letters(), [CountSide(), After()], shard_size=2)]
+
+    def folders():
+        return sorted(p.name for p in (tmp_path / "letters").iterdir())
+
+    first = run_pipelines(pipes(ToyConfig()), tmp_path, LocalRunner(), progress=False, keep_generations=3)
+    before, n_first = folders(), {r["n"] for r in first.outputs["letters"].rows()}
+    changed = run_pipelines(pipes(ToyConfig(modulus=4)), tmp_path, LocalRunner(), progress=False, keep_generations=3)
+    assert changed.steps["count_side"].fit == "ran" and changed.steps["count_side"].cached_shards == 0
+    assert {r["n"] for r in changed.outputs["letters"].rows()} != n_first
+    assert (folders() == before) is per_item

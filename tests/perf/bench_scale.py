@@ -93,6 +93,11 @@ def _own_module(corpus: str):
     return sys.modules[name]
 
 
+#: corpora whose generator lives in its own module of tests/perf: name -> (file, function(root, n, seed) -> dict with
+#: "args" and "edits", a list of (result key, function applying one edit and returning what it did)); issue 36
+MODULE_GENERATORS = {"sieve_swap": ("scale_sieve_swap.py", "make_sieve_swap_inputs")}
+
+
 # ---- issue 19 targets
 TODAY_WORK_MB_PER_VIDEO = 0.70
 TODAY_WORK_FILES_PER_VIDEO = 5.7
@@ -303,11 +308,11 @@ def _apply_marc_edit(edit: dict[str, Any]) -> str:
 
 
 # ============================================================================================ howtostep inputs
-def _load_scale_inputs():
-    path = HERE / "scale_inputs.py"
+def _load_scale_inputs(name: str = "scale_inputs.py"):
+    path = HERE / name
     if not path.exists():
         raise RuntimeError(f"{path} not found: the HowToStep input generator (make_howtostep_inputs) is needed")
-    spec = importlib.util.spec_from_file_location("procvid_scale_inputs", path)
+    spec = importlib.util.spec_from_file_location("procvid_" + path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
@@ -602,6 +607,9 @@ def bench_one(corpus: str, n: int, root: Path, seed: int = 0, extra: list[str] |
         gen = make_marc_pages(inputs_dir, n, seed)
         if MARC_INPUT == "warc":  # issue 37: pages packed into WARC files, and a video side (tests/perf/scale_marc.py)
             gen = _scale_marc().warc_inputs(gen, inputs_dir, seed, apply_edit=_apply_marc_edit)
+    elif corpus in MODULE_GENERATORS:
+        file, func = MODULE_GENERATORS[corpus]
+        gen = getattr(_load_scale_inputs(file), func)(inputs_dir, n, seed)
     else:
         raise ValueError(f"no generator for corpus {corpus!r}")
     gen_s = time.perf_counter() - t0
@@ -666,7 +674,13 @@ def bench_one(corpus: str, n: int, root: Path, seed: int = 0, extra: list[str] |
         res["cached"] = cached
         log(f"  cached rerun: rc {cached['rc']}, {cached['wall_s']:.1f} s wall "
             f"({cached['wall_s'] / fresh['wall_s']:.1%} of fresh), {cached['cpu_s']:.1f} s CPU; {_what(cached)}")
-    if edit:
+    for key, apply in (gen.get("edits") or []) if edit else []:   # a module generator's edits, one rerun each
+        what = apply()
+        res[key] = _rerun(cmd, root, key, release, sample_s, timeout, log)
+        res[key]["edit"] = what
+        log(f"  {key} ({what}): rc {res[key]['rc']}, {res[key]['wall_s']:.1f} s wall "
+            f"({res[key]['wall_s'] / fresh['wall_s']:.1%} of fresh), {res[key]['cpu_s']:.1f} s CPU; {_what(res[key])}")
+    if edit and "edits" not in gen:
         if corpus == "howtostep":
             what = edit_one_caption(gen["raw_caption"], seed)
         elif callable(gen["edit"]):
@@ -751,6 +765,10 @@ def evaluate(results: list[dict[str, Any]]) -> dict[str, Any]:
                 m = marc_targets(r)
                 t["pass"].update(m.pop("pass"))
                 t.update(m)
+            for key in ("edit_recipe",):   # a module generator's other edits (sieve_swap: one recipe step)
+                if r.get(key, {}).get("rc") == 0:
+                    t[f"{key}_share"] = r[key]["wall_s"] / fresh_wall
+                    t["pass"][f"{key}_lt_10pct"] = _ok(t[f"{key}_share"], TARGET_EDIT_SHARE)
             sizes[r["n"]] = t
         small, large = rs[0], rs[-1]
         cross: dict[str, Any] = {"small": small["n"], "large": large["n"]}
@@ -778,6 +796,8 @@ def evaluate(results: list[dict[str, Any]]) -> dict[str, Any]:
                 "release_gb": large["per_video"]["release_kb"] * HTM_370K / 1e6}
         proj["pass"] = {"cpu_lt_6h": _ok(cpu_h, TARGET_CPU_HOURS_370K), "memory_lt_4gb": _ok(mem / 1e9, TARGET_GB_370K)}
         out[corpus] = {"sizes": sizes, "across_sizes": cross, "projection_htm370k": proj}
+        if corpus in MODULE_GENERATORS and hasattr(_load_scale_inputs(MODULE_GENERATORS[corpus][0]), "project"):
+            out[corpus]["projection_paper"] = _load_scale_inputs(MODULE_GENERATORS[corpus][0]).project(rs)
     return out
 
 
@@ -903,6 +923,8 @@ def print_table(results: list[dict[str, Any]], targets: dict[str, Any], log=prin
                 f"{float(s['wall_seconds'] or 0):8.2f} s   shards {s['shards']}"
                 + (f"   fit {s['fit']}" if s["fit"] else ""))
     for corpus, t in targets.items():
+        if t.get("projection_paper"):
+            log(f"\n== {corpus}: " + "\n  ".join(t["projection_paper"]["lines"]))
         cross, proj = t["across_sizes"], t["projection_htm370k"]
         log(f"\n== {corpus}: across sizes and projection to HTM-370K ({HTM_370K:,} videos)")
         if "rss_growth" in cross:
@@ -1010,7 +1032,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES), help="videos (marc: pages)")
-    ap.add_argument("--corpus", nargs="+", default=list(DEFAULT_CORPORA), choices=(*DEFAULT_CORPORA, *OWN_MODULES))
+    ap.add_argument("--corpus", nargs="+", default=list(DEFAULT_CORPORA),
+                    choices=[*DEFAULT_CORPORA, *OWN_MODULES, *MODULE_GENERATORS])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tmp", type=Path, default=None, help="where the folders go (default $BENCH_TMP or the temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep inputs, work directories, releases and logs")

@@ -30,7 +30,12 @@ __all__ = ["pipelines", "RecipeNLGSource", "RecipeClean", "RecipeDedup", "Recipe
            "CleanTranscript", "TitleSieve", "ContentSieve", "Swap", "Merge"]
 
 
-def pipelines(cfg: SieveSwapConfig, shard_size: int = 64) -> list[Pipeline]:
+#: recipes a work shard of the recipes pipeline, at least (RecipeNLG has 2.2M recipes; ``recipe_lemmas`` reuses a
+#: redone shard's unchanged recipes, so an edited recipe re-lemmatises that recipe alone)
+RECIPE_SHARD_SIZE = 16384
+
+
+def pipelines(cfg: SieveSwapConfig, shard_size: int = 2048) -> list[Pipeline]:
     """The two pipelines of the corpus, in run order: each config key goes to the steps whose output it changes."""
     generic = cfg.generic_word_set()
     return [
@@ -38,7 +43,7 @@ def pipelines(cfg: SieveSwapConfig, shard_size: int = 64) -> list[Pipeline]:
             RecipeClean(min_step_chars=cfg.min_step_chars),
             RecipeDedup(),
             RecipeLemmas(generic_words=generic, spacy_model=cfg.spacy_model),
-        ], shard_size=max(shard_size, 4096)),
+        ], shard_size=max(shard_size, RECIPE_SHARD_SIZE)),
         Pipeline("videos", HowTo100MSource(videos=cfg.videos, tasks=cfg.tasks, titles=cfg.titles,
                                            durations=cfg.durations, limit=cfg.limit), [
             CookingFilter(cooking_categories=list(cfg.cooking_categories)),
@@ -49,7 +54,9 @@ def pipelines(cfg: SieveSwapConfig, shard_size: int = 64) -> list[Pipeline]:
             CleanTranscript(require_english=cfg.require_english),
             TitleSieve(spacy_model=cfg.spacy_model, generic_words=generic, title_match=cfg.title_match,
                        title_min_shared=cfg.title_min_shared, max_title_candidates=cfg.max_title_candidates),
-            ContentSieve(spacy_model=cfg.spacy_model, iou_threshold=cfg.iou_threshold,
+            ContentSieve(spacy_model=cfg.spacy_model, title_match=cfg.title_match,
+                         title_min_shared=cfg.title_min_shared, max_title_candidates=cfg.max_title_candidates,
+                         iou_threshold=cfg.iou_threshold,
                          recall_threshold=cfg.recall_threshold, val_iou_threshold=cfg.val_iou_threshold),
             Swap(embedding_model=cfg.embedding_model, sim_threshold=cfg.sim_threshold, top_k=cfg.top_k,
                  retrieval_pool=cfg.retrieval_pool, pool_chunk_size=cfg.pool_chunk_size,

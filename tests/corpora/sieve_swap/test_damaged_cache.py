@@ -208,3 +208,30 @@ def test_a_damaged_input_still_fails_clearly(base, tmp_path):
     assert len(errors) == 1 and str(bad) in errors[0] and "not a RecipeNLG CSV" in errors[0], err[-3000:]
     assert "damaged cache" not in err and "recomputing" not in err and "Traceback" not in err
     assert not release.exists()
+
+
+def test_a_damaged_recipe_index_is_built_again(base, tmp_path):
+    """Issue 36 item 1: a flipped byte in the sieves' recipe index (a memory-mapped cache file) found by a worker
+    that opens it (the content sieve's shard left unfinished, as by a kill, its fit done): one warning naming the
+    content sieve's fit record, the fit is redone, the index built again, and the release is the base build's."""
+    from builders.corpora.sieve_swap import recipe_index
+
+    as_base_left_it(base)
+    (folder,) = list((base.work / "cache" / "recipe_index").iterdir())
+    path = folder / "body_indices.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01
+    path.write_bytes(bytes(data))
+    content = next((base.work / "videos").glob("08_content_sieve-*"))
+    (content / "part-00000.stats.json").unlink()   # unfinished: its worker opens the index
+    built = sum(recipe_index.BUILDS.values())
+
+    rc, err, release = build(tmp_path / "out", base.work)
+    assert rc == 0, err[-3000:]
+    damaged = [line for line in err.splitlines() if "damaged" in line]
+    assert len(damaged) == 1 and f"videos/{content.name}/_fit/_complete.json" in damaged[0], err[-3000:]
+    assert sum(recipe_index.BUILDS.values()) == built + 1
+    assert recipe_index.RecipeIndex.open(folder).size > 0      # checked again: whole
+    st = stats(release)["steps"]["content_sieve"]
+    assert st["fit"] == "ran" and st["computed_shards"] == 1
+    assert release_digests(release) == release_digests(base.work.parent / "out" / "sieve_swap")

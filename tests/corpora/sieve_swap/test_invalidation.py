@@ -155,3 +155,47 @@ def test_edits_that_change_a_global_stage_redo_its_shards(tmp_path):
 
     _build(tmp_path / "fresh", inputs)
     assert after == _tables(tmp_path / "fresh")
+
+
+def test_editing_one_recipe_reruns_only_the_videos_it_can_pair_with(tmp_path):
+    """Issue 36 item 4: one word of one step of "Moist Banana Bread" (recipe 16477). The recipe index is built once
+    per build (both sieves share it); the sieves keep their stage folders; the title sieve redoes its shards (its
+    state names the index) with the same rows, and the content sieve reruns exactly the videos whose title holds one
+    of the recipe's title lemmas (moist, banana, bread): their shards are redone, the other rows of those shards
+    reused. The release equals a fresh build from the edited inputs."""
+    from builders.core.shards import read_rows
+    from builders.corpora.sieve_swap import recipe_index
+
+    recipes = tmp_path / "recipes.csv"
+    shutil.copy(SAMPLE_INPUTS["recipes"], recipes)
+    inputs = [f"--recipes={recipes}" if f.startswith("--recipes=") else f for f in _inputs(tmp_path, "raw")]
+    built = sum(recipe_index.BUILDS.values())
+    _build(tmp_path / "out", inputs)
+    assert sum(recipe_index.BUILDS.values()) == built + 1          # one index, both sieves
+    work = tmp_path / "out" / ".work" / "sieve_swap" / "videos"
+    # the stages up to the content sieve (the swap's own pool is keyed by the recipes it reads: issue 36 item 3)
+    folders = sorted(p.name for p in work.iterdir() if p.name < "09")
+
+    text = recipes.read_text(encoding="utf-8")
+    old = "mash the ripe bananas with a fork"
+    assert text.count(old) == 1
+    recipes.write_text(text.replace(old, "mash the ripe yellow bananas with a fork"), encoding="utf-8")
+    result = _rerun(tmp_path / "out", inputs)
+    assert sum(recipe_index.BUILDS.values()) == built + 2          # the edited recipes: one new index
+    assert sorted(p.name for p in work.iterdir() if p.name < "09") == folders   # no new folder for the sieves
+    steps = result.steps
+    title = result.stage("title_sieve")
+    assert steps["title_sieve"].fit == "ran" and steps["title_sieve"].computed_shards == title.n
+    assert steps["content_sieve"].fit == "ran"
+    touched = {"moist", "banana", "bread"}
+    shards = [read_rows(title.dir, i, ["video_id", "title_lemmas"]) for i in range(title.n)]
+    rerun = [[r["video_id"] for r in rows if touched & set(r["title_lemmas"])] for rows in shards]
+    assert 0 < sum(map(len, rerun)) < sum(map(len, shards))
+    assert steps["content_sieve"].computed_shards == sum(1 for v in rerun if v) < title.n
+    assert steps["content_sieve"].rows_reused == sum(len(rows) for rows, v in zip(shards, rerun) if v) - \
+        sum(map(len, rerun))
+
+    _build(tmp_path / "out", inputs)
+    after = _tables(tmp_path / "out")
+    _build(tmp_path / "fresh", inputs)
+    assert after == _tables(tmp_path / "fresh")
