@@ -53,8 +53,9 @@ class SieveSwapConfig:
     retrieval_pool: str = "global"       # global (Eq. 6: every recipe step) or paired (the video's own recipes)
     device: str = "cpu"                  # torch device of the sentence encoder
     encode_batch_size: int = 64          # sentences per encoder batch
-    #: the recipe-step pool is embedded and cached in blocks of this many distinct steps, so a killed build resumes
-    #: inside the pool (a block's vectors depend in their last bits on the block: keep it fixed across resumes)
+    #: the recipe-step pool is embedded and cached in blocks of about this many distinct steps, cut where a step's
+    #: hash says (one added step embeds one block again; a killed build resumes inside the pool). A block's vectors
+    #: depend in their last bits on the block: keep it fixed across resumes
     pool_chunk_size: int = 65536
     search_block_queries: int = 2048     # blocked exact search: a 2048 x 16384 float32 score
     search_block_keys: int = 16384       # buffer is 128 MiB; raise both on a GPU
