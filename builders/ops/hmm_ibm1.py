@@ -550,8 +550,9 @@ class HmmIbm1:
         the source words; a second packs each shard against them and saves its chunks in ``shards``; every EM
         iteration then reads the shards in order and adds their expected counts chunk by chunk, as :meth:`fit`
         does over its chunks. With the shards cut where :meth:`fit` cuts its chunks (the writer's rule) the counts
-        are added in the same order; the forward-backward batches pairs per shard instead of over all pairs, which
-        changes sums in their last bits only (the tests hold the parameters to 1e-9 of :meth:`fit`'s).
+        are added in the same order, and one shard gives :meth:`fit`'s parameters bit for bit; over several shards
+        the forward-backward batches pairs per shard instead of over all pairs, which changes sums in their last
+        bits only (the tests and ``tests/perf/bench_hmm_ibm1.py --pages`` hold the parameters to 1e-9).
         """
         cfg = self.config
         start = time.perf_counter()

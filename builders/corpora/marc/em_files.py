@@ -27,19 +27,23 @@ from ...ops.pair_shards import EncodedPairs
 __all__ = ["DiskPairShards", "load_tables", "save_tables"]
 
 
-def _save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez(f, **{k: np.asarray(a) for k, a in arrays.items()})
+def _save_folder(folder: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """One ``.npy`` file per array (read back without the zip CRC pass of ``.npz``, mapped instead of copied)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, a in arrays.items():
+        np.save(folder / f"{k}.npy", np.asarray(a), allow_pickle=False)
+    (folder / "_complete").touch()
 
 
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+def _load_folder(folder: Path) -> dict[str, np.ndarray]:
+    if not (folder / "_complete").exists():
+        raise FileNotFoundError(f"{folder}: not written completely")
+    return {p.name[:-4]: np.load(p, mmap_mode="r", allow_pickle=False) for p in sorted(folder.glob("*.npy"))}
 
 
 class DiskPairShards:
-    """The train pairs of one model as ``pairs-<i>.npz`` files in ``root`` (:class:`~builders.ops.pair_shards.
-    PairShards`), with the packed chunks of each as ``packed-<i>.npz``.
+    """The train pairs of one model as folders ``pairs-<i>`` of ``.npy`` files in ``root``
+    (:class:`~builders.ops.pair_shards.PairShards`), with the packed chunks of each in ``packed-<i>``.
 
     It counts the pairs of the shards it has handed out that are still alive (a shard lives as long as the packed
     pairs laid out from it): ``max_resident_pairs`` is the most there were at once, which the tests hold to one
@@ -56,10 +60,10 @@ class DiskPairShards:
         self.max_resident_pairs = 0
 
     def _path(self, kind: str, i: int) -> Path:
-        return self.root / f"{kind}-{i:05d}.npz"
+        return self.root / f"{kind}-{i:05d}"
 
     def append(self, shard: EncodedPairs) -> None:
-        _save_npz(self._path("pairs", self.n), shard.arrays())
+        _save_folder(self._path("pairs", self.n), shard.arrays())
         self.n += 1
         self.pairs += shard.pairs
         self.max_shard_pairs = max(self.max_shard_pairs, shard.pairs)
@@ -68,7 +72,7 @@ class DiskPairShards:
         return self.n
 
     def load(self, i: int) -> EncodedPairs:
-        shard = EncodedPairs.from_arrays(_load_npz(self._path("pairs", i)))
+        shard = EncodedPairs.from_arrays(_load_folder(self._path("pairs", i)))
         self.resident_pairs += shard.pairs
         self.max_resident_pairs = max(self.max_resident_pairs, self.resident_pairs)
         weakref.finalize(shard, self._released, shard.pairs)
@@ -78,10 +82,10 @@ class DiskPairShards:
         self.resident_pairs -= pairs
 
     def save_packed(self, i: int, arrays: Mapping[str, np.ndarray]) -> None:
-        _save_npz(self._path("packed", i), arrays)
+        _save_folder(self._path("packed", i), arrays)
 
     def load_packed(self, i: int) -> Mapping[str, np.ndarray]:
-        return _load_npz(self._path("packed", i))
+        return _load_folder(self._path("packed", i))
 
 
 def _table_dir(root: Path, name: str) -> Path:
