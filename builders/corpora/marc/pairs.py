@@ -3,7 +3,8 @@ within-dish recipe pairs pruned by ingredient overlap and length (:class:`DishPa
 in both directions (:class:`HmmIbm1Align`).
 
 HMM+IBM1 is trained by EM over every train pair, so the pipeline is global by nature: an edit of any recipe trains
-the aligners again and changes every pair's posteriors.
+the aligners again and changes every pair's posteriors. EM reads the pairs shard by shard from disk and the workers
+map the fitted tables (docs/corpora/marc.md, "EM in bounded memory"; :mod:`.em_files`).
 """
 
 from __future__ import annotations
