@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from .pair_shards import PairShards
+from .pair_shards import MAX_CHUNK_PAIRS, PairShards
 
 __all__ = [  # also STOP_WORDS, loaded on first access
     "HmmIbm1",
@@ -549,10 +549,10 @@ class HmmIbm1:
         at most one shard is loaded at a time. A first pass gathers the co-occurring word pairs (the keys of t) and
         the source words; a second packs each shard against them and saves its chunks in ``shards``; every EM
         iteration then reads the shards in order and adds their expected counts chunk by chunk, as :meth:`fit`
-        does over its chunks. With the shards cut where :meth:`fit` cuts its chunks (the writer's rule) the counts
-        are added in the same order, and one shard gives :meth:`fit`'s parameters bit for bit; over several shards
-        the forward-backward batches pairs per shard instead of over all pairs, which changes sums in their last
-        bits only (the tests and ``tests/perf/bench_hmm_ibm1.py --pages`` hold the parameters to 1e-9).
+        does over its chunks. With the shards cut where :meth:`fit` cuts its chunks (the writer's rule) every count
+        is added in the same order as in :meth:`fit` (whose forward-backward batches never span two chunks either),
+        so the parameters are :meth:`fit`'s bit for bit; with a NULL word, the NULL counts of empty target
+        instructions are added per shard instead of once at the end (equal to 1e-9).
         """
         cfg = self.config
         start = time.perf_counter()
@@ -591,10 +591,9 @@ class HmmIbm1:
                 xi_counts, loglik = np.zeros(2 * self.window + 1), 0.0
                 for i in range(len(shards)):
                     packed = self._shard(shards, i, V, chunks=shards.load_packed(i))
-                    _, _, _, xc, ll = self._e_step(packed, V, counts, null_counts)
-                    xi_counts += xc
+                    ll = self._e_step(packed, V, counts, null_counts, xi_counts)[4]
                     loglik += float(ll.sum())
-                    del packed, xc, ll
+                    del packed, ll
                 self._m_step(counts[:-1], null_counts, xi_counts, V)
                 self.history.append({"log_likelihood": loglik, "window": float(self.window),
                                      "seconds": time.perf_counter() - tick})
@@ -819,14 +818,15 @@ class HmmIbm1:
         L = np.where(active, Fd * Td, 0)
         packed.word_pairs = int(np.where(active, Ts * Tt, 0).sum())
         packed.entries = int(L.sum())
-        # chunk boundaries: contiguous pair ranges of at most chunk_entries entries (one pair may exceed it)
+        # chunk boundaries: contiguous pair ranges of at most chunk_entries entries (one pair may exceed it) and
+        # MAX_CHUNK_PAIRS pairs; the pair shards of fit_streamed end at the same boundaries (PairShardWriter)
         bounds = [0]
         csum = np.cumsum(L)
         while bounds[-1] < P:
             lo = bounds[-1]
             base = csum[lo - 1] if lo else 0
             hi = int(np.searchsorted(csum, base + cfg.chunk_entries, side="right"))
-            bounds.append(max(hi, lo + 1))
+            bounds.append(min(max(hi, lo + 1), lo + MAX_CHUNK_PAIRS))
         packed.ranges = [(lo, hi) for lo, hi in itertools.pairwise(bounds) if L[lo:hi].sum() > 0]
         if keys:
             parts = [_unique(self._pair_keys(packed, lo, hi, V))[0] for lo, hi in packed.ranges]
@@ -834,7 +834,10 @@ class HmmIbm1:
         if chunks:
             for lo, hi in packed.ranges:
                 packed.chunks.append(self._chunk(packed, lo, hi, V))
-        packed.buckets = _buckets(M, N, cell_offset, active, cfg.bucket_cells)
+        # forward-backward buckets within each chunk's pair range, never across: a shard of fit_streamed (one range)
+        # then batches its pairs exactly as fit does
+        packed.buckets = [b for lo, hi in itertools.pairwise(bounds)
+                          for b in _buckets(M, N, cell_offset, lo + np.flatnonzero(active[lo:hi]), cfg.bucket_cells)]
         return packed
 
     @staticmethod
@@ -1043,13 +1046,14 @@ class HmmIbm1:
         p = np.array([self.jump.get(int(x), 0.0) for x in d])
         return d, p
 
-    def _forward_backward(self, packed: _Packed, logE: np.ndarray, want_xi: bool
+    def _forward_backward(self, packed: _Packed, logE: np.ndarray, want_xi: bool, xi_counts: np.ndarray | None = None
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Exact posteriors γ (flat, per cell), expected jump counts c(d) and log-likelihood per pair."""
+        """Exact posteriors γ (flat, per cell), expected jump counts c(d) (added bucket by bucket to ``xi_counts``
+        when given) and log-likelihood per pair."""
         C = logE.size
         gamma = np.zeros(C)
         d, p = self._jump_arrays()
-        xi_counts = np.zeros(d.size)
+        xi_counts = np.zeros(d.size) if xi_counts is None else xi_counts
         loglik = np.zeros(packed.M.size)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             logp = np.log(np.maximum(p, 0.0))
@@ -1061,18 +1065,19 @@ class HmmIbm1:
                 loglik[bucket.pairs] = ll
         return gamma, xi_counts, loglik
 
-    def _e_step(self, packed: _Packed, V: int, counts: np.ndarray | None = None, null_counts: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _e_step(self, packed: _Packed, V: int, counts: np.ndarray | None = None, null_counts: np.ndarray | None = None,
+                xi_counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One E-step: γ per cell, expected word-pair counts per slot (last = missing pairs), NULL counts per
-        source word, expected jump counts per offset of the window, log-likelihood per pair. ``counts`` and
-        ``null_counts``, when given, are added to chunk by chunk (the shards of :meth:`fit_streamed`)."""
+        source word, expected jump counts per offset of the window, log-likelihood per pair. ``counts``,
+        ``null_counts`` and ``xi_counts``, when given, are added to in place, chunk by chunk and bucket by bucket
+        (the shards of :meth:`fit_streamed`)."""
         cfg = self.config
         logE, sums, gathered = self._log_emissions(packed, V, keep=True)
         if cfg.hmm:
-            gamma, xi_counts, loglik = self._forward_backward(packed, logE, want_xi=True)
+            gamma, xi_counts, loglik = self._forward_backward(packed, logE, want_xi=True, xi_counts=xi_counts)
         else:  # IBM1-only training: one cell per pair, γ = 1
             gamma, loglik = _independent_posteriors(packed, logE)
-            xi_counts = np.zeros(2 * self.window + 1)
+            xi_counts = np.zeros(2 * self.window + 1) if xi_counts is None else xi_counts
         nnz = self.keys.size
         counts = np.zeros(nnz + 1) if counts is None else counts
         null_counts = np.zeros(V) if null_counts is None else null_counts
@@ -1131,12 +1136,11 @@ class HmmIbm1:
                 self.jump = {int(x): float(v) for x, v in zip(d, p / p.sum())}
 
 
-def _buckets(M: np.ndarray, N: np.ndarray, cell_offset: np.ndarray, active: np.ndarray, bucket_cells: int
+def _buckets(M: np.ndarray, N: np.ndarray, cell_offset: np.ndarray, idx_active: np.ndarray, bucket_cells: int
              ) -> list[_Bucket]:
-    """Pairs grouped by M (no padding along the source), sorted by N inside a group, cut into buckets of at most
-    ``bucket_cells`` padded cells."""
+    """The pairs ``idx_active`` grouped by M (no padding along the source), sorted by N inside a group, cut into
+    buckets of at most ``bucket_cells`` padded cells."""
     buckets: list[_Bucket] = []
-    idx_active = np.flatnonzero(active)
     if idx_active.size == 0:
         return buckets
     order = idx_active[np.lexsort((idx_active, N[idx_active], M[idx_active]))]

@@ -21,7 +21,10 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["EncodedPairs", "MemoryPairShards", "PairShardWriter", "PairShards"]
+__all__ = ["MAX_CHUNK_PAIRS", "EncodedPairs", "MemoryPairShards", "PairShardWriter", "PairShards"]
+
+#: pairs in one chunk of the aligner (and one shard) at most, whatever their entries: bounds the cells of a shard
+MAX_CHUNK_PAIRS = 1 << 16
 
 
 @dataclass(eq=False)
@@ -94,7 +97,8 @@ _Recipe = Sequence[Sequence[str]]
 
 class PairShardWriter:
     """Encodes ``(source, target)`` recipes (token lists per instruction) with a vocabulary and hands a shard to
-    ``sink`` whenever the next pair would take it over ``chunk_entries`` packed entries (or ``max_pairs`` pairs).
+    ``sink`` whenever the next pair would take it over ``chunk_entries`` packed entries (or ``max_pairs`` pairs: the
+    aligner's ``MAX_CHUNK_PAIRS``).
 
     A pair's packed entries are (distinct words per source instruction, summed) × (the same for the target), 0 when
     either recipe has no instruction: the chunk rule of the in-memory aligner. ``flatten``: every recipe is one
@@ -102,7 +106,7 @@ class PairShardWriter:
     """
 
     def __init__(self, vocabulary: Mapping[str, int], sink: Callable[[EncodedPairs], None], chunk_entries: int,
-                 flatten: bool = False, max_pairs: int = 1 << 16) -> None:
+                 flatten: bool = False, max_pairs: int = MAX_CHUNK_PAIRS) -> None:
         if chunk_entries < 1 or max_pairs < 1:
             raise ValueError("chunk_entries and max_pairs must be >= 1")
         self.vocabulary = vocabulary

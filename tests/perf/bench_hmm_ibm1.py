@@ -281,7 +281,7 @@ def em_child(mode: str, pages: int, preset: str, out_dir: str) -> dict[str, Any]
         out["shards"] = len(store)
         out["max_shard_pairs"] = store.max_shard_pairs
         out["max_resident_pairs"] = store.max_resident_pairs
-        out["shard_bytes_on_disk"] = sum(f.stat().st_size for f in store.root.iterdir())
+        out["shard_bytes_on_disk"] = sum(f.stat().st_size for f in store.root.rglob("*.npy"))
     return out
 
 

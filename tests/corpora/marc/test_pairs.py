@@ -1,5 +1,5 @@
 """The ``hmm_ibm1`` stage (builders/corpora/marc/pairs.py) trains its four models from pair shards on disk (issue 37):
-the parameters and alignments are those of EM over the pairs held in memory, one shard is resident at a time, the
+the parameters and alignments are those of EM over the pairs held in memory bit for bit, one shard is resident at a time, the
 workers map checked tables, and a damaged table is refitted by the build, never used."""
 
 from __future__ import annotations
@@ -110,10 +110,7 @@ def test_fit_streams_the_pairs_and_equals_in_memory_em(chunk_entries, shared_dat
         s = models[name]
         assert isinstance(s.t.base, np.memmap) and not s.t.flags.writeable  # the workers map the tables
         assert np.array_equal(s.keys, m.keys) and s.vocabulary == m.vocabulary
-        if chunk_entries is None:
-            assert np.array_equal(s.t, m.t) and s.jump == m.jump
-        np.testing.assert_allclose(s.t, m.t, rtol=1e-9, atol=0)
-        np.testing.assert_allclose([s.jump[d] for d in m.jump], list(m.jump.values()), rtol=1e-9, atol=0)
+        assert np.array_equal(s.t, m.t) and list(s.jump.items()) == list(m.jump.items())
     info = json.loads((tmp_path / "fit" / "aligner_info.json").read_text())
     assert info["train_pairs"] == {n: len(v) for n, v in sorted(_train_counts(rows).items())}
     assert all(info["table_bytes"][n] > 0 for n in memory)
@@ -133,12 +130,7 @@ def test_fit_streams_the_pairs_and_equals_in_memory_em(chunk_entries, shared_dat
     for i, r in enumerate(out.rows):
         for key in ("a_to_b", "b_to_a"):
             want, got = expected[(i, key)], r[key]
-            assert [x["target_index"] for x in got] == [x["target_index"] for x in want]
-            assert [x["top_indices"] for x in got] == [x["top_indices"] for x in want]
-            if chunk_entries is None:
-                assert got == want
-            np.testing.assert_allclose([x["probability"] for x in got], [x["probability"] for x in want],
-                                       rtol=1e-9, atol=1e-15)
+            assert got == want
 
 
 def _train_counts(rows):
