@@ -764,7 +764,6 @@ class HmmIbm1:
 
     def _pack(self, pairs: Sequence[tuple[Recipe, Recipe]], V: int, train: bool) -> _Packed:
         """Encode the distinct recipes once, lay out the cells, chunks (and, when training, the co-occurring keys)."""
-        cfg = self.config
         vocab = self.vocabulary
         index: dict[Any, int] = {}
         by_id: dict[int, int] = {}
@@ -1066,7 +1065,8 @@ class HmmIbm1:
         return gamma, xi_counts, loglik
 
     def _e_step(self, packed: _Packed, V: int, counts: np.ndarray | None = None, null_counts: np.ndarray | None = None,
-                xi_counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                xi_counts: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One E-step: γ per cell, expected word-pair counts per slot (last = missing pairs), NULL counts per
         source word, expected jump counts per offset of the window, log-likelihood per pair. ``counts``,
         ``null_counts`` and ``xi_counts``, when given, are added to in place, chunk by chunk and bucket by bucket

@@ -455,7 +455,7 @@ def test_state_of_unfitted_model_and_bad_states():
         HmmIbm1.from_state(arrays, {**meta, "vocabulary": ["a"] * len(meta["vocabulary"])})
 
 
-# ------------------------------------------------------------------------------------------------ streamed EM (issue 37)
+# ---------------------------------------------------------------------------------------- streamed EM (issue 37)
 
 
 def _streamed(cfg: HmmIbm1Config, pairs, vocabulary, **writer_args):

@@ -221,7 +221,6 @@ def em_child(mode: str, pages: int, preset: str, out_dir: str) -> dict[str, Any]
     """One side of measurement 4, in this process: the vocabulary (cut-off of the preset over the page recipes),
     then the pairs (a list in memory, or shards on disk written from the generator), then EM; t saved for the
     comparison."""
-    from builders.ops.hmm_ibm1 import build_vocabulary
     from builders.ops.pair_shards import PairShardWriter
 
     cfg = HmmIbm1Config.best() if preset == "best" else HmmIbm1Config.paper()
@@ -324,8 +323,8 @@ def _print_streamed(out: dict[str, Any]) -> None:
         extra = (f", {r['shards']} shards of <= {r['max_shard_pairs']:,} pairs, at most {r['max_resident_pairs']:,} "
                  f"resident, {r['shard_bytes_on_disk'] / mib:.0f} MiB on disk") if mode == "streamed" else ""
         print(f"  {mode:9s} process peak {r['process_peak_rss'] / mib:,.0f} MiB, before fit "
-              f"{r['rss_before_fit'] / mib:,.0f} MiB, fit peak {fit_peak}; pairs ready in {r['prepare_seconds']:.1f} s, "
-              f"fit {r['fit_seconds']:.1f} s (pack {r['pack_seconds']:.1f} s, EM {r['em_seconds']:.1f} s){extra}")
+              f"{r['rss_before_fit'] / mib:,.0f} MiB, fit peak {fit_peak}; pairs ready in "
+              f"{r['prepare_seconds']:.1f} s, fit {r['fit_seconds']:.1f} s (pack {r['pack_seconds']:.1f} s, EM {r['em_seconds']:.1f} s){extra}")
     print(f"  same keys: {out['same_keys']}, t identical: {out['identical_t']}, max |t_streamed - t_memory| / t_memory "
           f"= {out['max_relative_t_difference']:.1e} (absolute {out['max_absolute_t_difference']:.1e}); the first "
           f"{out['aligned_pairs']:,} pairs aligned by both: decisions (argmax, top-k) identical: "

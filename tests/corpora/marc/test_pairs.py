@@ -1,6 +1,6 @@
 """The ``hmm_ibm1`` stage (builders/corpora/marc/pairs.py) trains its four models from pair shards on disk (issue 37):
-the parameters and alignments are those of EM over the pairs held in memory bit for bit, one shard is resident at a time, the
-workers map checked tables, and a damaged table is refitted by the build, never used."""
+the parameters and alignments are those of EM over the pairs held in memory bit for bit, one shard is resident at a
+time, the workers map checked tables, and a damaged table is refitted by the build, never used."""
 
 from __future__ import annotations
 
