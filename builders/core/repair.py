@@ -10,6 +10,8 @@ read it:
 * a file that work shards' rows name (a block of the HowToStep feature store, in a folder of ``<work_dir>/cache`` a
   step declares in ``Step.owns_cache``): the file and those shards' ``stats.json`` are removed (:func:`owners_of`),
   so the shards are recomputed whole and write the file again;
+* an artefact of a global stage's fit (a file under ``<stage>/_fit/``, read by the stage's workers): the file and the
+  fit's marker ``_fit/_complete.json`` are removed, so the stage fits again;
 * any other cache file (a release part, a cached model output): the file itself is removed, and the reader that owns
   it recomputes it when it finds it missing.
 
@@ -112,6 +114,9 @@ class Repairs:
             owner.unlink(missing_ok=True)   # the shard is not done; without it no row of it is reused either
             if _SOURCE_STAGE.match(owner.parent.name):
                 (owner.parent / "_complete.json").unlink(missing_ok=True)
+        fit = next((q for q in path.parents if q.name == "_fit"), None)
+        if fit is not None and fit.is_relative_to(self.work_dir):
+            (fit / "_complete.json").unlink(missing_ok=True)   # the stage fits again (its artefacts anew)
         path.unlink(missing_ok=True)
         self.files.append(name)
         print(f"warning: damaged cache file {name} ({damaged.why}): recomputing it", file=sys.stderr, flush=True)

@@ -10,8 +10,8 @@
   ``tag_`` values) and only the words whose PTB tag is ``NN*`` (+ ``VB*``) are kept, then tokenised as above.
 
 It lives in ``models/`` because it loads a spaCy model (lazily, on the first tagged call); tagged results are
-memoised per distinct instruction string. Used by the ``marc`` builder (``tokens:`` config key) and by the
-``marc_ara`` evaluation protocol.
+memoised per distinct instruction string (up to ``MEMO_LIMIT`` of them). Used by the ``marc`` builder (``tokens:``
+config key) and by the ``marc_ara`` evaluation protocol.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ __all__ = ["MODES", "Tokenizer"]
 
 #: the token modes of Lin et al., ACL 2020, Tables 2-3
 MODES = ("all", "nouns", "nouns_verbs")
+#: distinct instructions whose tagged tokens are kept (the memo starts again beyond it: memory stays bounded)
+MEMO_LIMIT = 200_000
 
 
 class Tokenizer:
@@ -55,5 +57,8 @@ class Tokenizer:
             return [tokenize(x, self.stop) for x in instructions]
         todo = list(dict.fromkeys(x for x in instructions if x not in self._memo))
         if todo:
+            if len(self._memo) + len(todo) > MEMO_LIMIT:  # a cache, not a store: the fit reads every train pair
+                self._memo.clear()
+                todo = list(dict.fromkeys(instructions))
             self._tagged(todo)
         return [self._memo[x] for x in instructions]

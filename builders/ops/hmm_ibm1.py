@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from .pair_shards import MAX_CHUNK_PAIRS, PairShards
+
 __all__ = [  # also STOP_WORDS, loaded on first access
     "HmmIbm1",
     "HmmIbm1Config",
@@ -267,13 +269,21 @@ class _Recipes:
 
     @classmethod
     def build(cls, recipes: list[list[np.ndarray]], V: int) -> _Recipes:
-        R = len(recipes)
         n_instr = np.array([len(r) for r in recipes], dtype=np.int64)
-        instr_off = np.zeros(R + 1, dtype=np.int64)
-        np.cumsum(n_instr, out=instr_off[1:])
         flat = [ins for r in recipes for ins in r]
         instr_len = np.array([x.size for x in flat], dtype=np.int64)
         tok = np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)
+        return cls.from_flat(n_instr, instr_len, tok, V)
+
+    @classmethod
+    def from_flat(cls, n_instr: np.ndarray, instr_len: np.ndarray, tok: np.ndarray, V: int) -> _Recipes:
+        """The recipes given flat: instructions per recipe, tokens per instruction, the word ids in order."""
+        n_instr = np.asarray(n_instr, dtype=np.int64)
+        instr_len = np.asarray(instr_len, dtype=np.int64)
+        tok = np.asarray(tok, dtype=np.int64)
+        R = n_instr.size
+        instr_off = np.zeros(R + 1, dtype=np.int64)
+        np.cumsum(n_instr, out=instr_off[1:])
         instr_tok_off = np.zeros(instr_len.size + 1, dtype=np.int64)
         np.cumsum(instr_len, out=instr_tok_off[1:])
         tok_off = instr_tok_off[instr_off]
@@ -342,8 +352,10 @@ class _Packed:
     buckets: list[_Bucket] = field(default_factory=list)
     word_pairs: int = 0  # Σ_p (source tokens × target tokens): the work one iteration represents
     entries: int = 0  # packed entries (words deduplicated per instruction on both sides)
+    ranges: list[tuple[int, int]] = field(default_factory=list)  # the pair range of each chunk
     buffers: list[np.ndarray] = field(default_factory=list)  # gather buffers kept per chunk (reused every iteration)
     shared: np.ndarray | None = None  # one gather buffer for all chunks when the values are not kept
+    shard: Any = None  # the pair shard it was laid out from (alive as long as it: a reader counts what is resident)
 
 
 @dataclass
@@ -447,6 +459,22 @@ def _searchsorted_slots(keys: np.ndarray, query: np.ndarray) -> np.ndarray:
     return slots
 
 
+_CHUNK_FIELDS = ("slots", "seg_start", "seg_len", "seg_cell", "seg_f", "seg_mult", "rep_pos", "rep_w")
+
+
+def _chunk_arrays(chunks: list[_Chunk]) -> dict[str, np.ndarray]:
+    """The chunks of a shard as plain arrays (``c<k>.<field>``, ``bounds``: their cell ranges)."""
+    out = {f"c{k}.{name}": getattr(ch, name) for k, ch in enumerate(chunks) for name in _CHUNK_FIELDS}
+    out["bounds"] = np.array([[ch.cell_lo, ch.cell_hi] for ch in chunks], dtype=np.int64).reshape(-1, 2)
+    return out
+
+
+def _chunks_from_arrays(arrays: Mapping[str, np.ndarray]) -> list[_Chunk]:
+    bounds = np.asarray(arrays["bounds"])
+    return [_Chunk(**{name: np.asarray(arrays[f"c{k}.{name}"]) for name in _CHUNK_FIELDS},
+                   cell_lo=int(lo), cell_hi=int(hi)) for k, (lo, hi) in enumerate(bounds.tolist())]
+
+
 class HmmIbm1:
     """The HMM+IBM1 pairwise aligner (Lin et al., ACL 2020, §3.1, A.2; docs/corpora/marc.md).
 
@@ -468,8 +496,9 @@ class HmmIbm1:
         self.history: list[dict[str, float]] = []
         self.source_vocabulary_size = 0
         self._source_present = np.zeros(0, dtype=bool)
-        self._key_e = np.zeros(0, dtype=np.int32)
-        self._key_same = np.zeros(0, dtype=bool)
+        #: (target word, f == e) of every key: derived from ``keys`` when EM needs them, never by ``align`` (so a
+        #: worker that maps the fitted tables holds no copy of their size)
+        self._key_cache: tuple[np.ndarray, np.ndarray] | None = None
         self.word_pairs_per_iteration = 0
         self.timings: dict[str, float] = {}
 
@@ -512,6 +541,80 @@ class HmmIbm1:
                 self.history.append(stats)
         self.timings["em"] = time.perf_counter() - start
         return self
+
+    def fit_streamed(self, shards: PairShards, vocabulary: Mapping[str, int]) -> HmmIbm1:
+        """Train by EM on pairs read shard by shard (docs/corpora/marc.md, "EM in bounded memory").
+
+        ``shards`` holds the pairs encoded with ``vocabulary`` (:class:`~builders.ops.pair_shards.PairShardWriter`);
+        at most one shard is loaded at a time. A first pass gathers the co-occurring word pairs (the keys of t) and
+        the source words; a second packs each shard against them and saves its chunks in ``shards``; every EM
+        iteration then reads the shards in order and adds their expected counts chunk by chunk, as :meth:`fit`
+        does over its chunks. With the shards cut where :meth:`fit` cuts its chunks (the writer's rule) every count
+        is added in the same order as in :meth:`fit` (whose forward-backward batches never span two chunks either),
+        so the parameters are :meth:`fit`'s bit for bit; with a NULL word, the NULL counts of empty target
+        instructions are added per shard instead of once at the end (equal to 1e-9).
+        """
+        cfg = self.config
+        start = time.perf_counter()
+        self.vocabulary = dict(vocabulary)
+        V = len(self.vocabulary)
+        present = np.zeros(V, dtype=bool)
+        keys, parts, pending, word_pairs = np.zeros(0, dtype=np.int64), [], 0, 0
+        for i in range(len(shards)):
+            packed = self._shard(shards, i, V)
+            self._source_words(packed, present)
+            word_pairs += packed.word_pairs
+            for lo, hi in packed.ranges:
+                parts.append(_unique(self._pair_keys(packed, lo, hi, V))[0])
+                pending += parts[-1].size
+            del packed
+            if pending > max(keys.size, 1 << 20):  # merged when the parts outgrow the keys: memory ~ the table
+                keys, parts, pending = _unique(np.concatenate([keys, *parts]))[0], [], 0
+        self.keys = _unique(np.concatenate([keys, *parts]))[0] if parts else keys
+        del keys, parts
+        self.word_pairs_per_iteration = word_pairs
+        self._init_params(None, V, present)
+        for i in range(len(shards)):
+            packed = self._shard(shards, i, V, chunks=None)
+            shards.save_packed(i, _chunk_arrays(packed.chunks))
+            del packed
+        self.timings = {"pack": time.perf_counter() - start}
+        start = time.perf_counter()
+        self.history = []
+        first = True
+        for window, iterations in cfg.schedule:
+            self._set_window(window, first=first)
+            first = False
+            for _ in range(iterations):
+                tick = time.perf_counter()
+                counts, null_counts = np.zeros(self.keys.size + 1), np.zeros(V)
+                xi_counts, loglik = np.zeros(2 * self.window + 1), 0.0
+                for i in range(len(shards)):
+                    packed = self._shard(shards, i, V, chunks=shards.load_packed(i))
+                    ll = self._e_step(packed, V, counts, null_counts, xi_counts)[4]
+                    loglik += float(ll.sum())
+                    del packed, ll
+                self._m_step(counts[:-1], null_counts, xi_counts, V)
+                self.history.append({"log_likelihood": loglik, "window": float(self.window),
+                                     "seconds": time.perf_counter() - tick})
+        self.timings["em"] = time.perf_counter() - start
+        return self
+
+    def _shard(self, shards: PairShards, i: int, V: int, chunks: Mapping[str, np.ndarray] | None | bool = False
+               ) -> _Packed:
+        """Shard ``i`` laid out: its cells and buckets; its chunks packed now (``chunks=None``), read from their
+        saved arrays (a mapping) or left out (``False``)."""
+        enc = shards.load(i)
+        rt = _Recipes.from_flat(enc.n_instr, enc.instr_len, enc.tok, V)
+        packed = self._layout(rt, np.asarray(enc.src, dtype=np.int64), np.asarray(enc.tgt, dtype=np.int64), V,
+                              chunks=chunks is None)
+        packed.shard = enc
+        if chunks is not None and chunks is not False:
+            packed.chunks = _chunks_from_arrays(chunks)
+            if [(ch.cell_lo, ch.cell_hi) for ch in packed.chunks] != \
+                    [(int(packed.cell_offset[lo]), int(packed.cell_offset[hi])) for lo, hi in packed.ranges]:
+                raise ValueError(f"the packed chunks of pair shard {i} do not match its pairs")
+        return packed
 
     def posteriors(self, pairs: Sequence[tuple[Recipe, Recipe]]) -> list[np.ndarray]:
         """γ (M × N) of every pair under the current parameters."""
@@ -644,7 +747,6 @@ class HmmIbm1:
         model.word_pairs_per_iteration = int(meta["word_pairs_per_iteration"])
         model.history = [dict(h) for h in meta.get("history", [])]
         model.timings = dict(meta.get("timings", {}))
-        model._set_key_arrays(V)
         return model
 
     # ------------------------------------------------------------------ encoding and packing
@@ -662,7 +764,6 @@ class HmmIbm1:
 
     def _pack(self, pairs: Sequence[tuple[Recipe, Recipe]], V: int, train: bool) -> _Packed:
         """Encode the distinct recipes once, lay out the cells, chunks (and, when training, the co-occurring keys)."""
-        cfg = self.config
         vocab = self.vocabulary
         index: dict[Any, int] = {}
         by_id: dict[int, int] = {}
@@ -684,7 +785,14 @@ class HmmIbm1:
 
         src_r = np.array([recipe_id(s) for s, _ in pairs], dtype=np.int64)
         tgt_r = np.array([recipe_id(t) for _, t in pairs], dtype=np.int64)
-        rt = _Recipes.build(encoded, V)
+        return self._layout(_Recipes.build(encoded, V), src_r, tgt_r, V, keys=train)
+
+    def _layout(self, rt: _Recipes, src_r: np.ndarray, tgt_r: np.ndarray, V: int, keys: bool = False,
+                chunks: bool = True) -> _Packed:
+        """Cells, chunks and buckets of the pairs ``(src_r[p], tgt_r[p])`` of the recipes ``rt``; with ``keys`` the
+        co-occurring word pairs of these pairs become ``self.keys`` first; without ``chunks`` only the cells and
+        buckets are laid out (``packed.ranges`` says where the chunks would be)."""
+        cfg = self.config
         P = src_r.size
         M = rt.n_instr[src_r] if P else np.zeros(0, np.int64)
         N = rt.n_instr[tgt_r] if P else np.zeros(0, np.int64)
@@ -709,21 +817,26 @@ class HmmIbm1:
         L = np.where(active, Fd * Td, 0)
         packed.word_pairs = int(np.where(active, Ts * Tt, 0).sum())
         packed.entries = int(L.sum())
-        # chunk boundaries: contiguous pair ranges of at most chunk_entries entries (one pair may exceed it)
+        # chunk boundaries: contiguous pair ranges of at most chunk_entries entries (one pair may exceed it) and
+        # MAX_CHUNK_PAIRS pairs; the pair shards of fit_streamed end at the same boundaries (PairShardWriter)
         bounds = [0]
         csum = np.cumsum(L)
         while bounds[-1] < P:
             lo = bounds[-1]
             base = csum[lo - 1] if lo else 0
             hi = int(np.searchsorted(csum, base + cfg.chunk_entries, side="right"))
-            bounds.append(max(hi, lo + 1))
-        ranges = [(lo, hi) for lo, hi in itertools.pairwise(bounds) if L[lo:hi].sum() > 0]
-        if train:
-            parts = [_unique(self._pair_keys(packed, lo, hi, V))[0] for lo, hi in ranges]
+            bounds.append(min(max(hi, lo + 1), lo + MAX_CHUNK_PAIRS))
+        packed.ranges = [(lo, hi) for lo, hi in itertools.pairwise(bounds) if L[lo:hi].sum() > 0]
+        if keys:
+            parts = [_unique(self._pair_keys(packed, lo, hi, V))[0] for lo, hi in packed.ranges]
             self.keys = _unique(np.concatenate(parts))[0] if parts else np.zeros(0, np.int64)
-        for lo, hi in ranges:
-            packed.chunks.append(self._chunk(packed, lo, hi, V))
-        packed.buckets = _buckets(M, N, cell_offset, active, cfg.bucket_cells)
+        if chunks:
+            for lo, hi in packed.ranges:
+                packed.chunks.append(self._chunk(packed, lo, hi, V))
+        # forward-backward buckets within each chunk's pair range, never across: a shard of fit_streamed (one range)
+        # then batches its pairs exactly as fit does
+        packed.buckets = [b for lo, hi in itertools.pairwise(bounds)
+                          for b in _buckets(M, N, cell_offset, lo + np.flatnonzero(active[lo:hi]), cfg.bucket_cells)]
         return packed
 
     @staticmethod
@@ -814,14 +927,22 @@ class HmmIbm1:
 
     # ------------------------------------------------------------------ parameters
 
-    def _init_params(self, packed: _Packed, V: int) -> None:
-        cfg = self.config
+    @staticmethod
+    def _source_words(packed: _Packed, present: np.ndarray) -> None:
+        """Mark in ``present`` the words of the recipes used as a source by the pairs of ``packed``."""
         rt = packed.recipes
-        present = np.zeros(V, dtype=bool)
         is_src = np.zeros(rt.n_instr.size, dtype=bool)
         is_src[packed.src_r] = True
         d_recipe = np.repeat(np.arange(rt.n_instr.size), np.diff(rt.d_off))
         present[rt.d_word[is_src[d_recipe]]] = True
+
+    def _init_params(self, packed: _Packed | None, V: int, present: np.ndarray | None = None) -> None:
+        """Initial t (uniform over the source vocabulary, or the identity prior), t(.|NULL) and the source-word
+        mask, from the source words of ``packed`` (or the mask ``present`` gathered shard by shard)."""
+        cfg = self.config
+        if present is None:
+            present = np.zeros(V, dtype=bool)
+            self._source_words(packed, present)
         Vf = max(int(present.sum()), 1)
         self.source_vocabulary_size = Vf
         self._source_present = present
@@ -837,9 +958,20 @@ class HmmIbm1:
         f = self.keys // max(V, 1)
         e = self.keys - f * V
         same = f == e
-        self._key_e = e.astype(np.int32 if V < np.iinfo(np.int32).max else np.int64)
-        self._key_same = same
+        self._key_cache = (e.astype(np.int32 if V < np.iinfo(np.int32).max else np.int64), same)
         return e, same
+
+    @property
+    def _key_e(self) -> np.ndarray:
+        if self._key_cache is None:
+            self._set_key_arrays(len(self.vocabulary))
+        return self._key_cache[0]
+
+    @property
+    def _key_same(self) -> np.ndarray:
+        if self._key_cache is None:
+            self._set_key_arrays(len(self.vocabulary))
+        return self._key_cache[1]
 
     def _set_window(self, window: int, first: bool) -> None:
         """Start or widen the jump window: new offsets get the smallest current p, then p is renormalised."""
@@ -913,13 +1045,14 @@ class HmmIbm1:
         p = np.array([self.jump.get(int(x), 0.0) for x in d])
         return d, p
 
-    def _forward_backward(self, packed: _Packed, logE: np.ndarray, want_xi: bool
+    def _forward_backward(self, packed: _Packed, logE: np.ndarray, want_xi: bool, xi_counts: np.ndarray | None = None
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Exact posteriors γ (flat, per cell), expected jump counts c(d) and log-likelihood per pair."""
+        """Exact posteriors γ (flat, per cell), expected jump counts c(d) (added bucket by bucket to ``xi_counts``
+        when given) and log-likelihood per pair."""
         C = logE.size
         gamma = np.zeros(C)
         d, p = self._jump_arrays()
-        xi_counts = np.zeros(d.size)
+        xi_counts = np.zeros(d.size) if xi_counts is None else xi_counts
         loglik = np.zeros(packed.M.size)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             logp = np.log(np.maximum(p, 0.0))
@@ -931,19 +1064,23 @@ class HmmIbm1:
                 loglik[bucket.pairs] = ll
         return gamma, xi_counts, loglik
 
-    def _e_step(self, packed: _Packed, V: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _e_step(self, packed: _Packed, V: int, counts: np.ndarray | None = None, null_counts: np.ndarray | None = None,
+                xi_counts: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One E-step: γ per cell, expected word-pair counts per slot (last = missing pairs), NULL counts per
-        source word, expected jump counts per offset of the window, log-likelihood per pair."""
+        source word, expected jump counts per offset of the window, log-likelihood per pair. ``counts``,
+        ``null_counts`` and ``xi_counts``, when given, are added to in place, chunk by chunk and bucket by bucket
+        (the shards of :meth:`fit_streamed`)."""
         cfg = self.config
         logE, sums, gathered = self._log_emissions(packed, V, keep=True)
         if cfg.hmm:
-            gamma, xi_counts, loglik = self._forward_backward(packed, logE, want_xi=True)
+            gamma, xi_counts, loglik = self._forward_backward(packed, logE, want_xi=True, xi_counts=xi_counts)
         else:  # IBM1-only training: one cell per pair, γ = 1
             gamma, loglik = _independent_posteriors(packed, logE)
-            xi_counts = np.zeros(2 * self.window + 1)
+            xi_counts = np.zeros(2 * self.window + 1) if xi_counts is None else xi_counts
         nnz = self.keys.size
-        counts = np.zeros(nnz + 1)
-        null_counts = np.zeros(V)
+        counts = np.zeros(nnz + 1) if counts is None else counts
+        null_counts = np.zeros(V) if null_counts is None else null_counts
         for c, (chunk, S) in enumerate(zip(packed.chunks, sums)):
             w_seg = gamma[chunk.cell_lo:chunk.cell_hi][chunk.seg_cell]
             w_seg /= S
@@ -999,12 +1136,11 @@ class HmmIbm1:
                 self.jump = {int(x): float(v) for x, v in zip(d, p / p.sum())}
 
 
-def _buckets(M: np.ndarray, N: np.ndarray, cell_offset: np.ndarray, active: np.ndarray, bucket_cells: int
+def _buckets(M: np.ndarray, N: np.ndarray, cell_offset: np.ndarray, idx_active: np.ndarray, bucket_cells: int
              ) -> list[_Bucket]:
-    """Pairs grouped by M (no padding along the source), sorted by N inside a group, cut into buckets of at most
-    ``bucket_cells`` padded cells."""
+    """The pairs ``idx_active`` grouped by M (no padding along the source), sorted by N inside a group, cut into
+    buckets of at most ``bucket_cells`` padded cells."""
     buckets: list[_Bucket] = []
-    idx_active = np.flatnonzero(active)
     if idx_active.size == 0:
         return buckets
     order = idx_active[np.lexsort((idx_active, N[idx_active], M[idx_active]))]

@@ -50,3 +50,14 @@ def test_tagged_modes_are_memoised_and_keep_order():
     assert set(tok._memo) == {TEXTS[0], TEXTS[1]}  # each distinct instruction tagged once
     nlp = tok._nlp
     assert tok(TEXTS[:1]) == EXPECTED["nouns"][:1] and tok._nlp is nlp  # the model is loaded once
+
+
+def test_the_memo_is_bounded(monkeypatch):
+    from builders.models import tokens
+
+    monkeypatch.setattr(tokens, "MEMO_LIMIT", 2)
+    tok = Tokenizer("nouns", DEFAULT_SPACY_MODEL)
+    assert tok(TEXTS[:2]) == EXPECTED["nouns"][:2] and len(tok._memo) == 2
+    assert tok(TEXTS[2:]) == EXPECTED["nouns"][2:]  # over the bound: the memo starts again
+    assert set(tok._memo) == {TEXTS[2]}
+    assert tok(TEXTS) == EXPECTED["nouns"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -452,3 +453,164 @@ def test_state_of_unfitted_model_and_bad_states():
         HmmIbm1.from_state({**arrays, "t": arrays["t"][:-1]}, meta)
     with pytest.raises(ValueError, match="repeats"):
         HmmIbm1.from_state(arrays, {**meta, "vocabulary": ["a"] * len(meta["vocabulary"])})
+
+
+# ---------------------------------------------------------------------------------------- streamed EM (issue 37)
+
+
+def _streamed(cfg: HmmIbm1Config, pairs, vocabulary, **writer_args):
+    """``fit_streamed`` on ``pairs`` written through :class:`PairShardWriter` into a :class:`MemoryPairShards`."""
+    from builders.ops.pair_shards import MemoryPairShards, PairShardWriter
+
+    store = MemoryPairShards()
+    writer = PairShardWriter(vocabulary, store.append, cfg.chunk_entries, flatten=not cfg.hmm, **writer_args)
+    for src, tgt in pairs:
+        writer.add(src, tgt)
+    writer.close()
+    assert writer.pairs == len(pairs) and writer.shards == len(store)
+    return HmmIbm1(cfg).fit_streamed(store, vocabulary), store
+
+
+def _vocabulary(pairs, cfg: HmmIbm1Config) -> dict[str, int]:
+    seen = {tuple(tuple(i) for i in r): r for p in pairs for r in p}
+    return build_vocabulary(seen.values(), cfg.min_count)
+
+
+STREAM_CONFIGS = [HmmIbm1Config(min_count=1), HmmIbm1Config(min_count=1, null_word=True), HmmIbm1Config.ibm1(3),
+                  HmmIbm1Config.best(), HmmIbm1Config.paper(min_count=2)]
+STREAM_IDS = ["small", "null", "ibm1", "best", "paper"]
+
+
+@pytest.mark.parametrize("cfg", STREAM_CONFIGS, ids=STREAM_IDS)
+def test_streamed_em_on_one_shard_is_in_memory_em_bit_for_bit(cfg):
+    pairs = TINY * 3 + UNSEEN
+    vocab = _vocabulary(pairs, cfg)
+    memory = HmmIbm1(cfg).fit(pairs, vocabulary=vocab)
+    streamed, store = _streamed(cfg, pairs, vocab)
+    assert len(store) == 1
+    assert np.array_equal(streamed.keys, memory.keys) and np.array_equal(streamed.t, memory.t)
+    assert np.array_equal(streamed.t_null, memory.t_null) and list(streamed.jump.items()) == list(memory.jump.items())
+    assert np.array_equal(streamed._source_present, memory._source_present)
+    assert streamed.source_vocabulary_size == memory.source_vocabulary_size
+    assert streamed.word_pairs_per_iteration == memory.word_pairs_per_iteration
+    assert [h["log_likelihood"] for h in streamed.history] == [h["log_likelihood"] for h in memory.history]
+    for a, b in zip(memory.align(pairs), streamed.align(pairs), strict=True):
+        assert np.array_equal(a.gamma, b.gamma) and np.array_equal(a.top_indices, b.top_indices)
+
+
+def _assert_same_parameters(streamed: HmmIbm1, memory: HmmIbm1, exact: bool) -> None:
+    assert np.array_equal(streamed.keys, memory.keys)
+    if exact:
+        assert np.array_equal(streamed.t, memory.t) and np.array_equal(streamed.t_null, memory.t_null)
+        assert list(streamed.jump.items()) == list(memory.jump.items())
+    np.testing.assert_allclose(streamed.t, memory.t, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(streamed.t_null, memory.t_null, rtol=1e-9, atol=0)
+    assert streamed.jump.keys() == memory.jump.keys()
+    np.testing.assert_allclose(list(streamed.jump.values()), list(memory.jump.values()), rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("cfg", STREAM_CONFIGS, ids=STREAM_IDS)
+def test_streamed_em_over_many_shards_is_in_memory_em(cfg):
+    """Shards of at most 40 packed entries, cut where the in-memory aligner cuts its chunks: the counts are added
+    in the same order, so the parameters are the same bit for bit; with a NULL word and an empty target instruction
+    the NULL counts are added per shard instead of once (equal to 1e-9)."""
+    cfg = replace(cfg, chunk_entries=40)
+    pairs = TINY * 3 + UNSEEN
+    vocab = _vocabulary(pairs, cfg)
+    memory = HmmIbm1(cfg).fit(pairs, vocabulary=vocab)
+    streamed, store = _streamed(cfg, pairs, vocab)
+    assert len(store) > 5
+    packed = HmmIbm1(cfg)
+    packed.vocabulary = vocab
+    chunks = packed._pack(packed._prepare(pairs), len(vocab), train=True).ranges
+    starts = np.cumsum([0] + [s.pairs for s in store.shards])
+    assert {lo for lo, _ in chunks} <= set(starts.tolist())  # every chunk starts a shard
+    exact = not cfg.null_word  # these pairs have empty target instructions: with NULL they emit through it alone
+    _assert_same_parameters(streamed, memory, exact=exact)
+    for a, b in zip(memory.align(pairs), streamed.align(pairs), strict=True):
+        assert np.array_equal(a.target_index, b.target_index) and np.array_equal(a.top_indices, b.top_indices)
+        if exact:
+            assert np.array_equal(a.gamma, b.gamma)
+        np.testing.assert_allclose(b.gamma, a.gamma, rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("preset", ["best", "paper"])
+def test_streamed_em_on_the_ara_fixture(preset, shared_data):
+    """The real recipes of the ARA fixture (the evaluation's held-out case): one shard or shards of 20,000 entries
+    (about 15 pairs each), the parameters and alignments of in-memory EM bit for bit."""
+    pairs = _ara_pairs(shared_data, 200)
+    base = HmmIbm1Config.best() if preset == "best" else HmmIbm1Config.paper(min_count=2)
+    for cfg, shards in ((base, 1), (replace(base, chunk_entries=20_000), 10)):
+        vocab = _vocabulary(pairs, cfg)
+        memory = HmmIbm1(cfg).fit(pairs, vocabulary=vocab)
+        streamed, store = _streamed(cfg, pairs, vocab)
+        assert (len(store) == 1) if shards == 1 else (len(store) >= shards)
+        _assert_same_parameters(streamed, memory, exact=True)
+        for a, b in zip(memory.align(pairs), streamed.align(pairs), strict=True):
+            assert np.array_equal(a.gamma, b.gamma) and np.array_equal(a.top_indices, b.top_indices)
+
+
+def test_writer_cuts_shards_by_the_chunk_rule():
+    from builders.ops.pair_shards import EncodedPairs, MemoryPairShards, PairShardWriter
+
+    vocab = {w: i for i, w in enumerate("abcdefgh")}
+    # packed entries of a pair: (distinct words per source instruction, summed) x (the same for the target)
+    pairs = [([["a", "b"]], [["a"], ["b"]]),            # 2 x 2 = 4
+             ([["a", "b", "a"]], [["c", "d", "e"]]),     # 2 x 3 = 6  -> 10, still <= 10
+             ([["a"], ["b", "c"]], [["a"]]),             # 3 x 1 = 3  -> 13 > 10: a new shard
+             ([["a", "b", "c", "d"]], [["e", "f", "g"]]),  # 12 (over the bound alone: a shard of its own)
+             ([["zzz"]], [["a"]]),                       # 0 (no word in the vocabulary): 12 + 0 > 10
+             ([], [["a"]])]                              # 0 (no instruction)
+    store = MemoryPairShards()
+    writer = PairShardWriter(vocab, store.append, chunk_entries=10)
+    for s, t in pairs:
+        writer.add(s, t)
+    assert len(store) == 3  # the last shard is handed on when the writer closes
+    writer.close()
+    assert [s.pairs for s in store.shards] == [2, 1, 1, 2]
+    first = store.shards[0]
+    # distinct recipes once each; out-of-vocabulary words removed, instructions kept
+    assert first.n_instr.tolist() == [1, 2, 1, 1] and first.src.tolist() == [0, 2] and first.tgt.tolist() == [1, 3]
+    assert first.instr_len.tolist() == [2, 1, 1, 3, 3] and first.tok.tolist() == [0, 1, 0, 1, 0, 1, 0, 2, 3, 4]
+    last = store.shards[3]
+    assert last.n_instr.tolist() == [1, 1, 0] and last.instr_len.tolist() == [0, 1]
+    again = EncodedPairs.from_arrays(last.arrays())
+    assert all(np.array_equal(getattr(again, k), getattr(last, k)) for k in EncodedPairs.FIELDS)
+    with pytest.raises(ValueError, match="inconsistent"):
+        EncodedPairs.from_arrays({**last.arrays(), "src": np.array([0, 7], dtype=np.int32)})
+    # the same cuts as the in-memory chunks (a range without entries makes no chunk but still ends one)
+    model = HmmIbm1(HmmIbm1Config(min_count=1, chunk_entries=10))
+    model.vocabulary = vocab
+    assert model._pack(pairs, len(vocab), train=True).ranges == [(0, 2), (2, 3), (3, 4)]
+    # a cap on pairs per shard; the IBM1-only mode flattens every recipe into one instruction
+    capped = MemoryPairShards()
+    writer = PairShardWriter(vocab, capped.append, chunk_entries=10**9, flatten=True, max_pairs=4)
+    for s, t in pairs:
+        writer.add(s, t)
+    writer.close()
+    assert [s.pairs for s in capped.shards] == [4, 2] and set(capped.shards[0].n_instr.tolist()) == {1}
+    with pytest.raises(ValueError):
+        PairShardWriter(vocab, capped.append, chunk_entries=0)
+
+
+def test_streamed_em_without_pairs():
+    from builders.ops.pair_shards import MemoryPairShards
+
+    model = HmmIbm1(HmmIbm1Config.best()).fit_streamed(MemoryPairShards(), {"a": 0})
+    assert model.keys.size == 0 and model.t.tolist() == [model.config.min_prob] and len(model.history) == 5
+    assert model.align([([["a"]], [["a"]])])[0].target_index.tolist() == [0]
+
+
+def test_a_model_from_mapped_tables_aligns_without_copying_them(tmp_path):
+    model = HmmIbm1(HmmIbm1Config.best()).fit(TINY * 2)
+    arrays, meta = model.to_state()
+    mapped = {}
+    for k, a in arrays.items():
+        np.save(tmp_path / f"{k}.npy", a)
+        mapped[k] = np.load(tmp_path / f"{k}.npy", mmap_mode="r")
+    loaded = HmmIbm1.from_state(mapped, meta)
+    assert isinstance(loaded.t.base, np.memmap) or isinstance(loaded.t, np.memmap)
+    assert not loaded.t.flags.writeable and not loaded.keys.flags.writeable
+    for a, b in zip(model.align(TINY + UNSEEN), loaded.align(TINY + UNSEEN), strict=True):
+        assert np.array_equal(a.gamma, b.gamma)
+    assert loaded._key_cache is None  # aligning derives nothing of the tables' size

@@ -14,9 +14,16 @@ Three measurements, side by side in one run:
    w = 1 then 2 at w = 2): pairs per second over the whole fit (packing included) and the projection to the paper's
    ~150K pairs (text-text + text-video + video-video training pairs, one process; linear in pairs).
 3. **Fixture training time** (660 pairs, paper schedule; marc.md §9: < 2 s).
+4. **EM in memory vs streamed from pair shards** (``--pages N``, issue 37): the text-text model on the pairs of N
+   synthetic recipe pages (5 a dish, the issue's generator shape: 20 directed pairs a dish, so 4 N pairs), trained
+   by :meth:`HmmIbm1.fit` on the pairs held in a list and by :meth:`HmmIbm1.fit_streamed` on shards of packed ids
+   written to disk (``builders/corpora/marc/em_files.py``), each in its own process: peak RSS of the whole process
+   and of the EM phase alone (``VmHWM`` reset through ``/proc/self/clear_refs`` after the pairs are ready), seconds,
+   the size of the fitted tables, and the largest relative difference of t between the two (the 1e-9 target).
 
     python tests/perf/bench_hmm_ibm1.py --json          # {"speedup_vs_nltk_ibm1": ..., "pairs_per_s": ..., ...}
     python tests/perf/bench_hmm_ibm1.py --pairs 20000   # a larger synthetic run
+    python tests/perf/bench_hmm_ibm1.py --pages 2000 --only-streamed   # 4: in memory vs streamed EM (issue 37)
     python -m pytest tests/perf/bench_hmm_ibm1.py -s -p no:cacheprovider --override-ini addopts=
 
 The pytest function asserts the targets: IBM1 iterations >= 100x NLTK's word pairs per second (the issue's target;
@@ -26,12 +33,14 @@ the spec asks >= 20x), identical tables, fixture training < 2 s.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -42,6 +51,7 @@ if str(REPO) not in sys.path:
 
 from builders.ops.hmm_ibm1 import HmmIbm1, HmmIbm1Config, tokenize_recipe
 
+ALIGN_PAIRS = 2000  # pairs aligned by both models of measurement 4
 SPEEDUP_TARGET = 100.0  # the issue's target for IBM1 word pairs / s against NLTK (spec marc.md §9: >= 20)
 FIXTURE_SECONDS = 2.0  # marc.md §9
 TABLE_TOL = 1e-6
@@ -95,6 +105,14 @@ def synthetic_pairs(n_pairs: int, seed: int = 0, vocab: int = 13_061, per_dish: 
                 if a != b and len(pairs) < n_pairs:
                     pairs.append((recipes[a], recipes[b]))
     return pairs
+
+
+def iter_page_pairs(pages: int, seed: int = 0, per_dish: int = 5) -> Iterator[tuple[list[list[str]], list[list[str]]]]:
+    """The directed within-dish pairs of ``pages`` synthetic recipe pages (``per_dish`` a dish, shaped as
+    :func:`synthetic_pairs`), generated one dish at a time (nothing held beyond a dish)."""
+    per = per_dish * (per_dish - 1)
+    for dish in range((pages + per_dish - 1) // per_dish):
+        yield from synthetic_pairs(per, seed=seed * 1_000_003 + dish, per_dish=per_dish)
 
 
 # --------------------------------------------------------------------------------------------- measurements
@@ -182,6 +200,137 @@ def bench_fixture(pairs) -> dict[str, Any]:
             "fixture_train_seconds_best_config": min(best_times)}
 
 
+def _vm(field: str) -> int:
+    """A ``/proc/self/status`` figure in bytes (``VmHWM``: peak RSS, ``VmRSS``: now)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_peak() -> bool:
+    """Reset ``VmHWM`` to the current RSS (Linux ``clear_refs`` 5); False where it cannot."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def em_child(mode: str, pages: int, preset: str, out_dir: str) -> dict[str, Any]:
+    """One side of measurement 4, in this process: the vocabulary (cut-off of the preset over the page recipes),
+    then the pairs (a list in memory, or shards on disk written from the generator), then EM; t saved for the
+    comparison."""
+    from builders.ops.pair_shards import PairShardWriter
+
+    cfg = HmmIbm1Config.best() if preset == "best" else HmmIbm1Config.paper()
+    start = time.perf_counter()
+    recipes: dict[tuple[tuple[str, ...], ...], list[list[str]]] = {}
+    vocab_counts: dict[str, int] = {}
+    for src, tgt in iter_page_pairs(pages):  # each distinct recipe counted once, as HmmIbm1.fit does
+        for r in (src, tgt):
+            key = tuple(tuple(i) for i in r)
+            if key not in recipes:
+                recipes[key] = None
+                for ins in r:
+                    for w in ins:
+                        vocab_counts[w] = vocab_counts.get(w, 0) + 1
+    del recipes
+    vocab = {w: i for i, w in enumerate(sorted(w for w, c in vocab_counts.items() if c >= cfg.min_count))}
+    del vocab_counts
+    if mode == "memory":
+        pairs = list(iter_page_pairs(pages))
+        n_pairs = len(pairs)
+    else:
+        from builders.corpora.marc.em_files import DiskPairShards
+
+        store = DiskPairShards(Path(out_dir) / "shards")
+        writer = PairShardWriter(vocab, store.append, cfg.chunk_entries, flatten=not cfg.hmm)
+        for src, tgt in iter_page_pairs(pages):
+            writer.add(src, tgt)
+        writer.close()
+        n_pairs = store.pairs
+    prepare = time.perf_counter() - start
+    rss_before = _vm("VmRSS")
+    reset = _reset_peak()
+    start = time.perf_counter()
+    model = HmmIbm1(cfg)
+    if mode == "memory":
+        model.fit(pairs, vocabulary=vocab)
+    else:
+        model.fit_streamed(store, vocab)
+    em = time.perf_counter() - start
+    em_peak = _vm("VmHWM") if reset else None
+    arrays, _ = model.to_state()
+    np.save(Path(out_dir) / f"t_{mode}.npy", model.t)
+    np.save(Path(out_dir) / f"keys_{mode}.npy", model.keys)
+    aligned = model.align(list(itertools.islice(iter_page_pairs(pages), ALIGN_PAIRS)))
+    np.save(Path(out_dir) / f"target_{mode}.npy", np.concatenate([a.target_index for a in aligned]))
+    np.save(Path(out_dir) / f"top_{mode}.npy", np.concatenate([a.top_indices.ravel() for a in aligned]))
+    np.save(Path(out_dir) / f"prob_{mode}.npy", np.concatenate([a.gamma.ravel() for a in aligned]))
+    import resource
+
+    out = {"mode": mode, "pages": pages, "pairs": n_pairs, "preset": preset, "prepare_seconds": prepare,
+           "fit_seconds": em, "pack_seconds": model.timings["pack"], "em_seconds": model.timings["em"],
+           "rss_before_fit": rss_before, "fit_peak_rss": em_peak,
+           "process_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+           "table_bytes": int(sum(a.nbytes for a in arrays.values())), "keys": int(model.keys.size),
+           "vocabulary": len(vocab), "word_pairs_per_iteration": model.word_pairs_per_iteration}
+    if mode == "streamed":
+        out["shards"] = len(store)
+        out["max_shard_pairs"] = store.max_shard_pairs
+        out["max_resident_pairs"] = store.max_resident_pairs
+        out["shard_bytes_on_disk"] = sum(f.stat().st_size for f in store.root.rglob("*.npy"))
+    return out
+
+
+def bench_streamed(pages: int, preset: str = "paper") -> dict[str, Any]:
+    """Measurement 4: in-memory vs streamed EM on ``pages`` synthetic pages, each in a fresh process."""
+    import subprocess
+    import tempfile
+
+    out: dict[str, Any] = {"pages": pages, "preset": preset}
+    with tempfile.TemporaryDirectory(prefix="bench_em_") as tmp:
+        for mode in ("memory", "streamed"):
+            proc = subprocess.run([sys.executable, __file__, "--em-child", mode, "--pages", str(pages),
+                                   "--preset", preset, "--tmp", tmp], capture_output=True, text=True, check=True)
+            out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+        keys = [np.load(Path(tmp) / f"keys_{m}.npy") for m in ("memory", "streamed")]
+        t = [np.load(Path(tmp) / f"t_{m}.npy") for m in ("memory", "streamed")]
+        out["same_keys"] = bool(np.array_equal(*keys))
+        out["max_relative_t_difference"] = float(np.max(np.abs(t[0] - t[1]) / np.abs(t[0]))) if out["same_keys"] \
+            else float("nan")
+        out["max_absolute_t_difference"] = float(np.max(np.abs(t[0] - t[1]))) if out["same_keys"] else float("nan")
+        out["identical_t"] = bool(out["same_keys"] and np.array_equal(*t))
+        same = {k: np.array_equal(*(np.load(Path(tmp) / f"{k}_{m}.npy") for m in ("memory", "streamed")))
+                for k in ("target", "top")}
+        gamma = [np.load(Path(tmp) / f"prob_{m}.npy") for m in ("memory", "streamed")]
+        out["aligned_pairs"] = ALIGN_PAIRS
+        out["identical_decisions"] = bool(same["target"] and same["top"])
+        out["max_posterior_difference"] = float(np.max(np.abs(gamma[0] - gamma[1]))) if gamma[0].size else 0.0
+    out["load_average"] = list(os.getloadavg())
+    return out
+
+
+def _print_streamed(out: dict[str, Any]) -> None:
+    mib = 1 << 20
+    print(f"EM on {out['pages']:,} pages ({out['memory']['pairs']:,} directed pairs, {out['preset']} preset, "
+          f"tables {out['memory']['table_bytes'] / mib:.1f} MiB, {out['memory']['keys']:,} keys); "
+          f"loadavg {' '.join(f'{x:.2f}' for x in out['load_average'])}")
+    for mode in ("memory", "streamed"):
+        r = out[mode]
+        fit_peak = f"{r['fit_peak_rss'] / mib:,.0f} MiB" if r["fit_peak_rss"] else "n/a"
+        extra = (f", {r['shards']} shards of <= {r['max_shard_pairs']:,} pairs, at most {r['max_resident_pairs']:,} "
+                 f"resident, {r['shard_bytes_on_disk'] / mib:.0f} MiB on disk") if mode == "streamed" else ""
+        print(f"  {mode:9s} process peak {r['process_peak_rss'] / mib:,.0f} MiB, before fit "
+              f"{r['rss_before_fit'] / mib:,.0f} MiB, fit peak {fit_peak}; pairs ready in "
+              f"{r['prepare_seconds']:.1f} s, fit {r['fit_seconds']:.1f} s (pack {r['pack_seconds']:.1f} s, EM {r['em_seconds']:.1f} s){extra}")
+    print(f"  same keys: {out['same_keys']}, t identical: {out['identical_t']}, max |t_streamed - t_memory| / t_memory "
+          f"= {out['max_relative_t_difference']:.1e} (absolute {out['max_absolute_t_difference']:.1e}); the first "
+          f"{out['aligned_pairs']:,} pairs aligned by both: decisions (argmax, top-k) identical: "
+          f"{out['identical_decisions']}, max |γ difference| {out['max_posterior_difference']:.1e}")
+
+
 def run(n_pairs: int = 10_000) -> dict[str, Any]:
     fixture = fixture_pairs()
     ibm1_pairs = fixture if fixture is not None else synthetic_pairs(660, seed=1)
@@ -231,12 +380,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=10_000, help="synthetic pairs for the full schedule")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--pages", type=int, default=0, help="measurement 4 on this many synthetic pages")
+    parser.add_argument("--preset", choices=("paper", "best"), default="paper", help="aligner preset of measurement 4")
+    parser.add_argument("--only-streamed", action="store_true", help="run measurement 4 alone")
+    parser.add_argument("--em-child", choices=("memory", "streamed"), help=argparse.SUPPRESS)
+    parser.add_argument("--tmp", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.em_child:
+        print(json.dumps(em_child(args.em_child, args.pages, args.preset, args.tmp)))
+        return 0
+    if args.only_streamed:
+        out = bench_streamed(args.pages or 2000, args.preset)
+        print(json.dumps(out)) if args.json else _print_streamed(out)
+        return 0
     out = run(args.pairs)
+    if args.pages:
+        out["streamed"] = bench_streamed(args.pages, args.preset)
     if args.json:
         print(json.dumps(out))
     else:
         _print_table(out)
+        if "streamed" in out:
+            _print_streamed(out["streamed"])
     return 0
 
 

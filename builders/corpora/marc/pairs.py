@@ -3,11 +3,13 @@ within-dish recipe pairs pruned by ingredient overlap and length (:class:`DishPa
 in both directions (:class:`HmmIbm1Align`).
 
 HMM+IBM1 is trained by EM over every train pair, so the pipeline is global by nature: an edit of any recipe trains
-the aligners again and changes every pair's posteriors.
+the aligners again and changes every pair's posteriors. EM reads the pairs shard by shard from disk and the workers
+map the fitted tables (docs/corpora/marc.md, "EM in bounded memory"; :mod:`.em_files`).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ...core.artefacts import artefact_dir, load_arrays, save_arrays, save_json
+from ...core.artefacts import artefact_dir, save_json
 from ...core.fingerprint import hash_obj
 from ...core.records import Count, Drop, Out, Row
 from ...core.step import FitInputs, Source, Step
 from ...models.tokens import Tokenizer
 from ...ops import dishes as dish_ops
 from ...ops.hmm_ibm1 import HmmIbm1, HmmIbm1Config
+from ...ops.pair_shards import PairShardWriter
+from .em_files import DiskPairShards, load_tables, save_tables
 from .text import SPACY
 
 #: the columns of a ``recipes`` row (text or video) that pairs and dish graphs read
@@ -106,7 +110,7 @@ class HmmIbm1Align(Step):
     """
 
     name = "hmm_ibm1"
-    version = "2"
+    version = "3"  # 3: tables as checked .npy files that workers map (EM streamed from pair shards)
     id_field = "pair_id"
     side_inputs = ("text", "videos")
     reads = {"pair_id": str, "split": str, "pair_type": str, "a_instructions": list, "b_instructions": list}
@@ -124,6 +128,10 @@ class HmmIbm1Align(Step):
         return HmmIbm1Config.best() if self.aligner == "best" else HmmIbm1Config.paper()
 
     def fit(self, inputs: FitInputs) -> dict[str, Any]:
+        """EM of the four models in bounded memory (docs/corpora/marc.md, "EM in bounded memory"): the train pairs
+        are read once, encoded with each model's vocabulary and written as shards of packed ids in the fit's folder;
+        each model is then trained from its shards (:meth:`HmmIbm1.fit_streamed`, one shard in memory at a time)
+        and its tables saved as checked ``.npy`` files that workers map (:mod:`.em_files`)."""
         tok = Tokenizer(self.tokens, self.spacy_model)
         text_min, video_min = self.text_min_count, self.video_min_count
         counts = {"text": Counter(), "video": Counter()}
@@ -136,42 +144,54 @@ class HmmIbm1Align(Step):
             raw_sizes[modality] = len(counts[modality])
         vocab_words = {"text": {w for w, c in counts["text"].items() if c >= text_min},
                        "video": {w for w, c in counts["video"].items() if c >= video_min}}
-        vocabs = {"text_text": vocab_words["text"], "video_video": vocab_words["video"],
-                  "text_to_video": vocab_words["text"] | vocab_words["video"],
-                  "video_to_text": vocab_words["text"] | vocab_words["video"]}
-        train: dict[str, list[tuple[list[list[str]], list[list[str]]]]] = defaultdict(list)
+        del counts
+        words = {"text_text": vocab_words["text"], "video_video": vocab_words["video"],
+                 "text_to_video": vocab_words["text"] | vocab_words["video"],
+                 "video_to_text": vocab_words["text"] | vocab_words["video"]}
+        vocabs = {name: {w: i for i, w in enumerate(sorted(words[name]))} for name in MODELS}
+        del words
+        cfg = self._config()
+        scratch = inputs.artefact_dir / "em_pairs"
+        stores = {name: DiskPairShards(scratch / name) for name in MODELS}
+        writers = {name: PairShardWriter(vocabs[name], stores[name].append, cfg.chunk_entries, flatten=not cfg.hmm)
+                   for name in MODELS}
         for r in inputs.data.rows(["split", "pair_type", "a_instructions", "b_instructions"]):
             if r["split"] != "train":
                 continue
             a, b = tok(r["a_instructions"]), tok(r["b_instructions"])
             fwd, bwd = _directions(r["pair_type"])
-            train[fwd].append((a, b))
-            train[bwd].append((b, a))
-        models, names = {}, {}
+            writers[fwd].add(a, b)
+            writers[bwd].add(b, a)
+        names, info_models = {}, {}
         for name in MODELS:
-            if not train.get(name):
+            writers[name].close()
+            if not stores[name].pairs:
                 continue
-            vocab = {w: i for i, w in enumerate(sorted(vocabs[name]))}
-            model = HmmIbm1(self._config()).fit(train[name], vocabulary=vocab)
-            models[name] = model
+            model = HmmIbm1(cfg).fit_streamed(stores[name], vocabs[name])
             names[name] = f"hmm_ibm1/{name}@{_model_fingerprint(model)}"
+            arrays, meta = model.to_state()
+            save_tables(inputs.artefact_dir, f"model_{name}", arrays, meta)
+            info_models[name] = {"jump": {str(d): round(p, 6) for d, p in sorted(model.jump.items())},
+                                 "em_seconds": round(model.timings.get("em", 0.0), 3),
+                                 "table_bytes": int(sum(a.nbytes for a in arrays.values()))}
+            del model, arrays
+        shutil.rmtree(scratch)
         info = {"names": names,
                 "vocabulary": {"text": [raw_sizes["text"], len(vocab_words["text"]), text_min],
                                "video": [raw_sizes["video"], len(vocab_words["video"]), video_min]},
-                "train_pairs": {k: len(v) for k, v in sorted(train.items())},
-                "jump": {k: {str(d): round(p, 6) for d, p in sorted(m.jump.items())} for k, m in models.items()},
-                "em_seconds": {k: round(m.timings.get("em", 0.0), 3) for k, m in models.items()}}
-        for name, model in models.items():
-            arrays, meta = model.to_state()
-            save_arrays(inputs.artefact_dir, f"model_{name}", arrays, meta)
+                "train_pairs": {k: s.pairs for k, s in sorted(stores.items()) if s.pairs},
+                "jump": {k: v["jump"] for k, v in info_models.items()},
+                "em_seconds": {k: v["em_seconds"] for k, v in info_models.items()},
+                "table_bytes": {k: v["table_bytes"] for k, v in info_models.items()}}
         save_json(inputs.artefact_dir, "aligner_info", info)
         return {"names": names}
 
     def setup(self, state: Any) -> None:
+        """The fitted tables of each model, memory-mapped (checked first: a damaged one is refitted, never used)."""
         root = artefact_dir(state)
         models = {}
         for name in state["names"]:
-            arrays, meta = load_arrays(root, f"model_{name}", with_meta=True)
+            arrays, meta = load_tables(root, f"model_{name}")
             models[name] = HmmIbm1.from_state(arrays, meta)
         self.state = {"models": models, "names": state["names"]}
         self.tok = Tokenizer(self.tokens, self.spacy_model)

@@ -223,6 +223,7 @@ def test_rebuild_is_identical_and_resumes_a_lost_shard_without_em_or_training(sa
         raise AssertionError("a resumed build must not retrain")
 
     monkeypatch.setattr(HmmIbm1, "fit", no)
+    monkeypatch.setattr(HmmIbm1, "fit_streamed", no)
     monkeypatch.setattr(chat_classifier, "train_logreg", no)
     # into a fresh --out: the same --out would be found up to date (same final shards) and not rewritten
     again = build(tmp_path / "resumed", "--work-dir", str(work))
