@@ -96,9 +96,10 @@ def build_corpus(corpus: str | Corpus, *, out: str | os.PathLike | None = None,
     - ``inputs``: the corpus's flags by name without dashes, ``{"videos": "v.csv", "video_ids": ...}`` (dest or
       option name; a repeatable flag takes a list, a switch True). None or ``{}``: the bundled sample.
     - ``options``: a :class:`BuildOptions` to start from; ``settings`` replace its fields by name:
-      ``engine``, ``workers``, ``ray_address``, ``gpus``, ``shard_size``, ``limit``, ``retries``, ``retry_errors``,
-      ``max_error_rate``, ``keep_generations``, ``fresh``, ``wait``, ``progress``, ``quiet``, ``debug``, ``push``,
-      ``version``, ``private``, ``push_timeout``, ``push_deadline`` (defaults and meaning: :class:`BuildOptions`).
+      ``model_outputs``, ``engine``, ``workers``, ``ray_address``, ``gpus``, ``shard_size``, ``limit``, ``retries``,
+      ``retry_errors``, ``max_error_rate``, ``keep_generations``, ``fresh``, ``wait``, ``progress``, ``quiet``,
+      ``debug``, ``push``, ``version``, ``private``, ``push_timeout``, ``push_deadline`` (defaults and meaning:
+      :class:`BuildOptions`).
 
     Prints the summary table unless ``quiet=True`` (and progress bars unless ``progress=False``), as the CLI does.
     Returns a :class:`BuildOutcome`: ``release`` (the folder), ``rows`` (per config and split), ``stats`` (its

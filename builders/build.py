@@ -36,6 +36,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("build options")
     g.add_argument("--out", default=d.out, help="release goes to OUT/<corpus>/ (default: current directory)")
     g.add_argument("--work-dir", default=d.work_dir, help="caches and shards (default: OUT/.work/<corpus>)")
+    g.add_argument("--model-outputs", dest="model_outputs", default=d.model_outputs, metavar="DIR",
+                   help="model outputs (ASR transcripts) the builds of every corpus share "
+                        "(default: OUT/.work/model-outputs)")
     g.add_argument("--config", default=d.config, help="YAML file of config overrides")
     g.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key (repeatable), e.g. --set sim_threshold=0.8")

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 #: the runners of ``--engine``
 ENGINES = ("local", "ray")
+#: the model-output cache's folder in ``OUT/.work`` when ``--model-outputs`` is not given: beside every corpus's
+#: default work directory (``OUT/.work/<corpus>``), so the builds of several corpora into one ``--out`` share it
+MODEL_OUTPUTS_DIR = "model-outputs"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class BuildOptions:
     # ---- where
     out: str | os.PathLike[str] = "."               # --out: the release goes to OUT/<corpus>/
     work_dir: str | os.PathLike[str] | None = None  # --work-dir: caches and work shards (None: OUT/.work/<corpus>)
+    model_outputs: str | os.PathLike[str] | None = None  # --model-outputs: shared (None: OUT/.work/model-outputs)
     # ---- the corpus config
     config: str | os.PathLike[str] | None = None    # --config: a YAML file of config overrides
     sets: Mapping[str, Any] = field(default_factory=dict)    # --set KEY=VALUE (parsed values): any config key
@@ -247,6 +251,7 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
     check_corpus_config(corpus, cfg)
     out_root = Path(options.out)
     work_dir = Path(options.work_dir) if options.work_dir else out_root / ".work" / corpus.NAME
+    model_outputs = model_outputs_dir(options)
     rate = options.max_error_rate
     if rate is not None and not 0 <= rate <= 1:
         raise workdir.WorkDirError(f"--max-error-rate must be within [0, 1], got {rate}")
@@ -261,7 +266,7 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
             workdir.fresh(work_dir, protect=[Path.cwd(), out_root / corpus.NAME])
         default_size = sample_shard_size(corpus) if sample else None
         shard_size = options.shard_size or default_size or corpus.DEFAULT_SHARD_SIZE
-        pipes = corpus.pipelines(cfg, shard_size)   # assembled and checked before a runner (Ray) starts
+        pipes = share_model_outputs(corpus.pipelines(cfg, shard_size), model_outputs)   # assembled, checked
         reads = getattr(corpus, "RELEASE_READS", None)
         check_release_reads(pipes, reads)
         repairs = Repairs(work_dir)
@@ -276,7 +281,7 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
                 if damaged is None:
                     raise
                 repairs.forget(damaged, err)
-                pipes = corpus.pipelines(cfg, shard_size)   # fresh steps for the next pass
+                pipes = share_model_outputs(corpus.pipelines(cfg, shard_size), model_outputs)   # fresh steps
         build_seconds = time.perf_counter() - t0 - release_seconds
     out_dir = out_root / corpus.NAME
     stats_file = out_dir / "stats.json"
@@ -285,6 +290,25 @@ def run_build(corpus: Corpus, options: BuildOptions) -> BuildOutcome:
         corpus=corpus.NAME, release=out_dir, rows={c: dict(splits) for c, splits in release.items()}, stats=stats,
         summary=format_summary(corpus.NAME, result, release, build_seconds, release_seconds, out_dir),
         up_to_date=bool(getattr(release, "up_to_date", False)), sample=sample, work_dir=work_dir)
+
+
+def model_outputs_dir(options: BuildOptions) -> Path:
+    """The model-output cache folder of a build (``--model-outputs``, default ``OUT/.work/model-outputs``), absolute
+    (workers may run elsewhere); ``ConfigError`` when a file is in its place."""
+    default = Path(options.out) / ".work" / MODEL_OUTPUTS_DIR
+    folder = Path(options.model_outputs) if options.model_outputs else default
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--model-outputs: {folder} is not a directory")
+    return Path(os.path.abspath(folder))
+
+
+def share_model_outputs(pipes: list, folder: Path) -> list:
+    """``pipes`` with every step naming the build's model-output cache (:attr:`Step.model_outputs
+    <builders.core.step.Step.model_outputs>`): not a parameter, so no cache key changes with it."""
+    for pipe in pipes:
+        for step in pipe.steps:
+            step.model_outputs = str(folder)
+    return pipes
 
 
 def _build_once(corpus: Corpus, cfg: Any, options: BuildOptions, pipes: list, reads: Mapping[str, Any] | None,

@@ -210,6 +210,10 @@ class Step(_Parametrised):
     #: fields of the input row the kept rows no longer hold
     removes: ClassVar[tuple[str, ...]] = ()
     state: Any = None
+    #: the build's model-output cache folder (``--model-outputs``), set by the build on every step (None outside one):
+    #: where a step keeps model outputs that builds of other corpora reuse (ASR). Not a parameter: where the cache
+    #: lives never changes a row, so it keys nothing
+    model_outputs: str | None = None
 
     def shards_naming(self, data: StageData, path: Path) -> list[int]:
         """The shards of this step's complete output ``data`` whose rows name the cache file ``path`` (of one of

@@ -234,9 +234,10 @@ def asr_settings_from(cfg: Any) -> ASRSettings:
 
 
 def transcribe_cached(asr: ASRBackend, audio: np.ndarray, cache: Any, code_version: str) -> tuple[dict, bool]:
-    """The WhisperX-form result for ``audio`` and whether it came from ``cache`` (a ``RequestCache``), keyed by
-    (audio sha256, model id, decoding, code version): a rebuild never transcribes a video twice (docs/corpora/howtostep.md,
-    docs/corpora/showhowto.md). A failure raises and is never cached."""
+    """The WhisperX-form result for ``audio`` and whether it came from ``cache`` (a build's ``RequestCache`` or the
+    ``ModelOutputCache`` the builds of every corpus share), keyed by (audio sha256, model id, decoding, code version):
+    a rebuild, or another corpus's build of the same videos, never transcribes a video twice
+    (docs/corpora/howtostep.md, docs/corpora/showhowto.md). A failure raises and is never cached."""
     import hashlib
 
     key = cache.key(audio_sha256=hashlib.sha256(audio.tobytes()).hexdigest(), model_id=asr.model_id,

@@ -12,6 +12,10 @@ written, and a value whose text differs (a byte changed on disk) is a miss, with
 asked again and the answer written again. Rows written before the column existed (``sha`` NULL) are read unchecked. A
 file SQLite no longer reads (cut short: "database disk image is malformed", "file is not a database") is moved aside
 to ``<name>.damaged`` with one warning line and the cache starts empty.
+
+:class:`ModelOutputCache` keeps the same requests under the same keys in a folder that the builds of every corpus
+share (``--model-outputs``, docs/architecture.md "Caching and resume"): ShowHowTo and HowToStep transcribe the same
+HowTo100M videos with the same ASR model, and the second corpus's build finds the first one's transcripts there.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -186,3 +192,95 @@ class RequestCache:
             if self._db is not None and self._pid == os.getpid():
                 self._db.close()
             self._db = None
+
+
+_KEY = re.compile(r"[0-9a-f]{64}")
+#: entries are created with the permissions of an ordinary file (``mkstemp`` would make them private to the user)
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+class ModelOutputCache:
+    """Model outputs that builds of different corpora share (``--model-outputs``): :class:`RequestCache`'s
+    ``key``/``get_many``/``put_many`` over a folder of one checked JSON file a request, ``<root>/<key[:2]>/<key>.json``.
+
+    Keys are :meth:`RequestCache.key` digests (a request keyed as in a build's own cache hits here). A file holds
+    ``builders.core.checked.checked_json`` of the value's canonical JSON (sorted keys, as the request cache stores it)
+    and is read checked: a file whose text is not what was written is a miss (one warning line, counted in
+    :attr:`damaged`), so the model is asked again and the file written again. A write goes to a private temp file in
+    the entry's folder, renamed onto the entry (``os.replace``): a reader sees the whole file or none, builds and
+    workers (processes, Ray actors, threads) that write one key at once each write a whole answer, no lock is held
+    and the folder may be on a shared file system. A damaged file costs its own request only.
+
+    ``fallback``: a build's own :class:`RequestCache`, read for the keys missing here (the answers builds kept there
+    before the shared cache existed); what it answers is copied here, for the other corpora's builds."""
+
+    key = staticmethod(RequestCache.key)
+
+    def __init__(self, root: str | Path, fallback: RequestCache | None = None):
+        self.root = Path(root)
+        self.fallback = fallback
+        self.damaged = 0  # entries read that were not what was written (asked again)
+
+    def path(self, key: str) -> Path:
+        """The file of ``key`` (a :meth:`key` digest: nothing else may name a path)."""
+        if not _KEY.fullmatch(key):
+            raise ValueError(f"not a request key (64 hex digits): {key!r}")
+        return self.root / key[:2] / f"{key}.json"
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The values of the ``keys`` present here or in the fallback (missing and damaged entries are absent)."""
+        from ..core.checked import DamagedCache, read_checked_json
+
+        out: dict[str, Any] = {}
+        damaged: list[str] = []
+        for k in dict.fromkeys(keys):
+            try:
+                out[k] = read_checked_json(self.path(k))
+            except FileNotFoundError:
+                continue
+            except DamagedCache as exc:
+                damaged.append(f"{k[:12]}... ({exc.why})")
+        if damaged:
+            self.damaged += len(damaged)
+            log.warning("damaged model-output cache %s: %d entr%s not what was written (%s%s): asked again",
+                        self.root, len(damaged), "y" if len(damaged) == 1 else "ies", ", ".join(damaged[:3]),
+                        ", ..." if len(damaged) > 3 else "")
+        missing = [k for k in dict.fromkeys(keys) if k not in out]
+        if self.fallback is not None and missing:
+            older = self.fallback.get_many(missing)
+            self.put_many(older)
+            out.update(older)
+        return out
+
+    def put_many(self, items: Mapping[str, Any]) -> None:
+        """Write every ``key -> value`` (JSON; ``ValueError``/``TypeError`` as ``json.dumps``), each atomically."""
+        from ..core.checked import checked_json
+
+        for k, v in items.items():
+            target = self.path(str(k))
+            canonical = json.loads(json.dumps(v, sort_keys=True, ensure_ascii=False, allow_nan=False))
+            data = checked_json(canonical).encode("utf-8")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            try:
+                os.fchmod(fd, 0o666 & ~_UMASK)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.root.glob("??/*.json"))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fallback is not None:
+            self.fallback.close()

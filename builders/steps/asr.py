@@ -3,7 +3,11 @@ video's transcript, read in its declared format or, when there is none and the v
 ASR backend (faster-whisper tiny.en on CPU, WhisperX large-v2 + alignment on GPU; ``builders/models/asr.py``).
 
 ASR output is WhisperX JSON, cached per request under (audio sha256, model id, decoding parameters, code version), so
-a rebuild never transcribes a video twice (docs/architecture.md, "Caching and resume").
+a rebuild never transcribes a video twice (docs/architecture.md, "Caching and resume"). The cache is the build's
+model-output cache (``--model-outputs``, default ``OUT/.work/model-outputs``; its ``asr`` folder), which the builds of
+every corpus share: HowToStep built after ShowHowTo on the same HowTo100M videos, with the same ASR model and decoding,
+transcribes none of them again. Answers a build kept in its own request cache (``<work dir>/cache``) before are read
+there and copied over. Outside a build (no ``model_outputs``) the build's own request cache serves alone.
 
 * :class:`ASRStep`: the ASR parameters (the corpus config keys ``asr``, ``asr_model_path``, ``asr_align_model_path``,
   ``asr_compute_type``, ``asr_batch_size``, ``asr_language`` and, not keyed, ``asr_device``), the backend loaded once
@@ -32,6 +36,8 @@ from .request_cache import CacheDirStep
 
 #: bump when the ASR request or its post-processing changes (part of the request-cache key)
 ASR_CODE_VERSION = "1"
+#: the ASR outputs' folder in the build's model-output cache (``Step.model_outputs``)
+ASR_OUTPUTS = "asr"
 #: PyAV decodes the audio and probes the container
 PYAV = Requirement("av", "asr")
 #: the package each ``asr`` backend imports
@@ -74,7 +80,17 @@ class ASRStep(CacheDirStep):
     def setup(self, state: Any) -> None:
         super().setup(state)
         self._asr = None
-        self.cache = self.request_cache()
+        self.cache = self.asr_cache()
+
+    def asr_cache(self) -> Any:
+        """The ASR answers' cache: the build's shared model-output cache (its ``asr`` folder), reading the build's
+        own request cache for older answers; that request cache alone outside a build."""
+        own = self.request_cache()
+        if not self.model_outputs:
+            return own
+        from ..models.request_cache import ModelOutputCache
+
+        return ModelOutputCache(Path(self.model_outputs) / ASR_OUTPUTS, fallback=own)
 
     def teardown(self) -> None:
         self._asr = None
@@ -90,12 +106,16 @@ class ASRStep(CacheDirStep):
         return self._asr
 
     def transcribe(self, path: str | Path, out: Out) -> dict[str, Any]:
-        """The WhisperX-form result of the audio of ``path`` (counters ``asr_cache_hits`` / ``asr_requests``)."""
+        """The WhisperX-form result of the audio of ``path`` (counters ``asr_cache_hits`` / ``asr_requests``, and
+        ``asr_cache_damaged`` for a cached answer that was not what was written, transcribed again)."""
         from ..models import media
         from ..models.asr import transcribe_cached
 
+        damaged = getattr(self.cache, "damaged", 0)
         result, cached = transcribe_cached(self.asr_backend(), media.decode_audio(path), self.cache, ASR_CODE_VERSION)
         out.count("asr_cache_hits" if cached else "asr_requests")
+        if getattr(self.cache, "damaged", 0) > damaged:
+            out.count("asr_cache_damaged")
         return result
 
 

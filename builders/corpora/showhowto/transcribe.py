@@ -82,7 +82,9 @@ class Transcribe(ASRStep):
 
     Parameters: the ASR backend and decoding (:class:`~builders.steps.asr.ASRStep`: ``asr`` faster-whisper |
     whisperx, its model folders, compute type, batch size, language; ``asr_device`` says where the model runs, not
-    part of the cache key) and ``any_language`` (keep a declared non-English transcript)."""
+    part of the cache key) and ``any_language`` (keep a declared non-English transcript). ASR answers go to the
+    model-output cache that the builds of every corpus share (``--model-outputs``): HowToStep built on the same videos
+    with the same ASR settings transcribes none of them again."""
 
     name = "transcribe"
     version = "1"

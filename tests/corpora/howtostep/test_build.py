@@ -128,12 +128,14 @@ def test_changing_epsilon2_sends_no_llm_or_asr_request(sample, tmp_path):
 
 
 def test_the_request_caches_answer_a_rerun_of_the_model_stages(sample, tmp_path):
-    """With the ASR and LLM stages' shards deleted, the rerun asks the per-request caches, not the models."""
+    """With the ASR and LLM stages' shards deleted, the rerun asks the per-request caches, not the models (the ASR
+    answers are in the model-output cache the builds of every corpus share, ``--model-outputs``)."""
     work = tmp_path / "work"
     shutil.copytree(sample.parent / ".work" / "howtostep", work)
+    shutil.copytree(sample.parent / ".work" / "model-outputs", tmp_path / "model-outputs")
     for stage in (*work.glob("videos/*_transcribe-*"), *work.glob("videos/*_llm_steps-*")):
         shutil.rmtree(stage)
-    again = build(tmp_path / "out", work=work)
+    again = build(tmp_path / "out", "--model-outputs", str(tmp_path / "model-outputs"), work=work)
     c = stats(again)["counters"]
     first = stats(sample)["counters"]
     assert c.get("asr_requests", 0) == 0 and c["asr_cache_hits"] == first["asr_requests"]
