@@ -276,7 +276,11 @@ def _copy_sample_inputs(dst: Path) -> list[str]:
 
 
 def test_editing_transcripts_or_exclusions_in_place_reruns_exactly_the_shards_below(sample, tmp_path):
-    args = _copy_sample_inputs(tmp_path / "inputs")
+    # the sample's shard size (SAMPLE_SHARD_SIZE): the same shards as the sample build, so the same encoder batches
+    # (a similarity's last bits depend on the batch its segment is encoded in) and several shards to rerun or not
+    from builders.corpora.sieve_swap import SAMPLE_SHARD_SIZE
+
+    args = [*_copy_sample_inputs(tmp_path / "inputs"), "--shard-size", str(SAMPLE_SHARD_SIZE)]
     out = build(tmp_path / "out", *args)
     assert release_tables(out) == release_tables(sample)
     captions = tmp_path / "inputs" / "raw_caption.json"
