@@ -51,6 +51,8 @@ class Probe(Step):
     name = "probe"
     version = "1"
     id_field = "video_id"
+    row_wise = True
+    row_wise_batch = True
     item_fields = ("video_id", "video_path")
     reads = {"video_id": str, "video_path": str, "title": str}
     writes = {"duration": Any, "has_audio": bool, "width": Any, "height": Any}
@@ -61,6 +63,7 @@ class Probe(Step):
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
+            out.item = r["video_id"]  # its counters are its own (row_wise_batch)
             try:
                 info = media.probe(r["video_path"])
             except media.MediaError as e:
@@ -87,6 +90,8 @@ class Transcribe(ASRStep):
     name = "transcribe"
     version = "1"
     id_field = "video_id"
+    row_wise = True
+    row_wise_batch = True
     item_fields = ("video_id", "video_path", "transcript_path")
     reads = {"video_id": str, "video_path": str, "transcript_path": Any, "has_audio": bool}
     writes = {"segments": list, "language": str, "transcript_source": str, "asr_model": str}
@@ -103,7 +108,7 @@ class Transcribe(ASRStep):
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
-            vid = r["video_id"]
+            vid = out.item = r["video_id"]  # its counters (ASR requests, cache hits) are its own (row_wise_batch)
             try:
                 if r["transcript_path"] and Path(r["transcript_path"]).exists():
                     t, source, asr_model = read_transcript(r["transcript_path"]), "transcript", ""
