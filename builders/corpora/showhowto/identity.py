@@ -73,7 +73,10 @@ class IdentityMemo:
         self._pid = -1
 
     def _db(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
+        if self._conn is not None and self._pid != os.getpid():  # inherited through fork: never used nor closed
+            _abandoned.append(self._conn)
+            self._conn = None
+        if self._conn is None:
             self._conn, self._pid = self._open(), os.getpid()
         return self._conn
 
@@ -83,6 +86,7 @@ class IdentityMemo:
             conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")  # an entry lost in a crash is only read again
                 conn.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INT, mtime_ns INT, "
                              "inode INT, read_ns INT, edges TEXT, key TEXT, full TEXT, sha TEXT)")
                 conn.execute("SELECT count(*) FROM files WHERE rowid < 2").fetchone()
@@ -140,6 +144,7 @@ class IdentityMemo:
 
 
 _OPEN: dict[str, IdentityMemo] = {}
+_abandoned: list[sqlite3.Connection] = []  # connections inherited through fork (as builders.core.fingerprint)
 
 
 def identity_memo(folder: str | os.PathLike[str]) -> IdentityMemo:
