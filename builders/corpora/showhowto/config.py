@@ -25,7 +25,8 @@ DFN_ARCH = "ViT-H-14-378-quickgelu"
 #: [toolkit] the paper preset's vLLM call: 512 prompts at once (a default shard's worth), twice vLLM's default
 #: ``max_num_seqs`` of 256 running sequences, so its scheduler always has waiting requests to admit as others finish
 #: (continuous batching, Kwon et al., SOSP 2023 "Efficient Memory Management for LLM Serving with PagedAttention",
-#: Sec. 4.5); the CPU preset keeps 8 (SmolLM2 batches with padding, docs/corpora/showhowto.md "Batching")
+#: Sec. 4.5); the CPU preset keeps 8 (SmolLM2 pads a batch to its longest prompt; docs/corpora/showhowto.md
+#: "Shards, batching and caching")
 PAPER_LLM_BATCH_SIZE = 512
 PAPER_PRESET = {"asr": "whisperx", "asr_device": "cuda", "asr_compute_type": "float16", "asr_language": None,
                 "llm": "vllm", "llm_device": "cuda", "llm_batch_size": PAPER_LLM_BATCH_SIZE, "aligner": "clip",

@@ -1,6 +1,6 @@
-"""The key of a video's (or transcript's) file without reading it whole (docs/corpora/showhowto.md, "Caching"): its
-size and the sha256 of its first and last MiB, remembered under the file's cheap identity (size, mtime, inode), and
-the full sha256 read only when that identity changes while size and edges stay the same.
+"""The key of a video's (or transcript's) file without reading it whole (docs/corpora/showhowto.md, "Shards,
+batching and caching"): its size and the sha256 of its first and last MiB, remembered under the file's cheap identity
+(size, mtime, inode), and the full sha256 read only when that identity changes while size and edges stay the same.
 
 At paper scale a video is tens of MB: hashing 1.24M of them in full reads the corpus once more before any step runs.
 A key here reads 2 MiB of a file once, then a ``stat`` a build while the file is unchanged:

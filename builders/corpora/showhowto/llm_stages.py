@@ -6,8 +6,8 @@ Both prompts go through the shared backends (``builders.models.llm``: SmolLM2 on
 the build's request cache, one request per video and stage (``stage`` = ``"filter"`` | ``"keysteps"``, the replay
 key). The requests of a shard that the cache does not answer go to the engine in calls of ``llm_batch_size``
 prompts (the shard's last call holds the rest), whatever the shard size: the shard only bounds how many a call can
-hold (docs/corpora/showhowto.md, "Batching"). A transient backend failure leaves the shard unfinished (the rerun
-retries it); a per-request failure is an ``llm_error`` drop, never cached.
+hold (docs/corpora/showhowto.md, "Shards, batching and caching"). A transient backend failure leaves the shard
+unfinished (the rerun retries it); a per-request failure is an ``llm_error`` drop, never cached.
 
 Every stage here is row-wise (``builders/core/row_reuse.py``): a redone shard sends only its changed videos to the
 model, and each video's counters are its own (``Out.item``).

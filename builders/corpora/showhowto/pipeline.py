@@ -13,9 +13,9 @@ its rows read (:func:`transcribe.files_digest`), so editing one transcript or on
 that video, and inside them the row-wise steps redo that video alone. No stage is global in its data (the
 request-cache stages' ``fit`` only names the cache folder).
 
-Shards (docs/corpora/showhowto.md, "Shards and batching"): the manifest is cut after each video whose id hashes to a
-boundary (one id in ``shard_size``), not every ``shard_size`` rows, so inserting or removing a manifest row changes
-the one shard that holds it and every later shard keeps its rows (and its cached outputs).
+Shards (docs/corpora/showhowto.md, "Shards, batching and caching"): the manifest is cut after each video whose id
+hashes to a boundary (one id in ``shard_size``), not every ``shard_size`` rows, so inserting or removing a manifest
+row changes the one shard that holds it and every later shard keeps its rows (and its cached outputs).
 """
 
 from __future__ import annotations
@@ -145,4 +145,5 @@ def pipelines(cfg: ShowHowToConfig, shard_size: int = DEFAULT_SHARD_SIZE) -> lis
     return [Pipeline("videos", source, steps(cfg), shard_size=shard_size)]
 
 
-__all__ = ["DEFAULT_SHARD_SIZE", "SAMPLE_SHARD_SIZE", "MAX_SHARD_FACTOR", "ManifestSource", "is_boundary", "pipelines", "steps"]
+__all__ = ["DEFAULT_SHARD_SIZE", "SAMPLE_SHARD_SIZE", "MAX_SHARD_FACTOR", "ManifestSource", "is_boundary", "pipelines",
+           "steps"]

@@ -26,7 +26,8 @@ from .conftest import SAMPLE
 
 pytestmark = pytest.mark.slow
 
-AFTER_PROBE = ("probe", "transcribe", "llm_filter", "length_gate", "llm_keysteps", "keyframe_alignment", "extract_images")
+AFTER_PROBE = ("probe", "transcribe", "llm_filter", "length_gate", "llm_keysteps", "keyframe_alignment",
+               "extract_images")
 
 
 AFTER_TRANSCRIBE = AFTER_PROBE[1:]

@@ -1,6 +1,6 @@
-"""Engine batches of the LLM stages (issue 35 item 1; docs/corpora/showhowto.md, "Shards and batching"): a build of
-256 videos with ``llm_batch_size=64`` calls the engine with 64 prompts a call (the last call of a stage holds the
-rest) in both the filter and the key-step stage, whatever the shard size, and its release equals that of a build
+"""Engine batches of the LLM stages (issue 35 item 1; docs/corpora/showhowto.md, "Shards, batching and caching"): a
+build of 256 videos with ``llm_batch_size=64`` calls the engine with 64 prompts a call (the last call of a stage holds
+the rest) in both the filter and the key-step stage, whatever the shard size, and its release equals that of a build
 sending one prompt a call. The engine is a counting stand-in ``vllm`` module (offline), the real ``vllm`` backend
 code path in front of it (``builders/models/llm/vllm_engine.py``)."""
 
