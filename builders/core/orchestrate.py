@@ -197,7 +197,7 @@ def _run_source(pipeline: Pipeline, stage_dir: Path, stats: StepStats, progress:
                 drops.append(rec)
             else:
                 rows.append(rec)
-            if len(rows) + len(drops) >= pipeline.shard_size:
+            if source.ends_shard(rec, len(rows) + len(drops), pipeline.shard_size):
                 flush()
         if records_in or counters or n == 0:
             flush()

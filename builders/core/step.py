@@ -289,6 +289,12 @@ class Source(_Parametrised):
     def read(self) -> Iterator[Row | Drop | Count]:
         raise NotImplementedError(f"{type(self).__name__}.read")
 
+    def ends_shard(self, record: Row | Drop, size: int, shard_size: int) -> bool:
+        """Whether the shard being listed ends after ``record``, its ``size``-th record. Default: every
+        ``shard_size`` records (shards cut by position). A source may cut where its items say instead (a boundary
+        chosen by the item's id), so that inserting or removing one item changes the one shard that holds it."""
+        return size >= shard_size
+
 
 @dataclass
 class Pipeline:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from .config import ShowHowToConfig
 from .flags import add_arguments, check_config, overrides_from_args, resolve_inputs
-from .pipeline import DEFAULT_SHARD_SIZE, pipelines
+from .pipeline import DEFAULT_SHARD_SIZE, SAMPLE_SHARD_SIZE, pipelines
 from .release import NAME, RELEASE_READS, release
 
 Config = ShowHowToConfig
 
 __all__ = [
            "DEFAULT_SHARD_SIZE",
+           "SAMPLE_SHARD_SIZE",
            "NAME",
            "Config",
            "add_arguments",

@@ -22,9 +22,15 @@ ALIGNERS = ("clip", "middle", "auto")
 FPS_RANGE = GRID_FPS_RANGE
 #: the paper's aligner (App. A): DFN5B-CLIP-ViT-H-14-378 through open_clip (``ViT-H-14-378-quickgelu``, 1024-d)
 DFN_ARCH = "ViT-H-14-378-quickgelu"
+#: [toolkit] the paper preset's vLLM call: 512 prompts at once (a default shard's worth), twice vLLM's default
+#: ``max_num_seqs`` of 256 running sequences, so its scheduler always has waiting requests to admit as others finish
+#: (continuous batching, Kwon et al., SOSP 2023 "Efficient Memory Management for LLM Serving with PagedAttention",
+#: Sec. 4.5); the CPU preset keeps 8 (SmolLM2 pads a batch to its longest prompt; docs/corpora/showhowto.md
+#: "Shards, batching and caching")
+PAPER_LLM_BATCH_SIZE = 512
 PAPER_PRESET = {"asr": "whisperx", "asr_device": "cuda", "asr_compute_type": "float16", "asr_language": None,
-                "llm": "vllm", "llm_device": "cuda", "aligner": "clip", "clip_backend": "open_clip",
-                "clip_arch": DFN_ARCH, "vision_device": "cuda"}
+                "llm": "vllm", "llm_device": "cuda", "llm_batch_size": PAPER_LLM_BATCH_SIZE, "aligner": "clip",
+                "clip_backend": "open_clip", "clip_arch": DFN_ARCH, "vision_device": "cuda"}
 PAPER_PATHS = {"asr_model_path": ("asr", "whisperx"), "asr_align_model_path": ("asr", "whisperx"),
                "llm_model_path": ("llm", "vllm"), "clip_model_path": ("aligner", "clip")}
 

@@ -4,12 +4,18 @@ extraction with robust JSON parsing and validation.
 
 Both prompts go through the shared backends (``builders.models.llm``: SmolLM2 on CPU, vLLM on GPU, ``replay``) and
 the build's request cache, one request per video and stage (``stage`` = ``"filter"`` | ``"keysteps"``, the replay
-key). A transient backend failure leaves the shard unfinished (the rerun retries it); a per-request failure is an
-``llm_error`` drop, never cached.
+key). The requests of a shard that the cache does not answer go to the engine in calls of ``llm_batch_size``
+prompts (the shard's last call holds the rest), whatever the shard size: the shard only bounds how many a call can
+hold (docs/corpora/showhowto.md, "Shards, batching and caching"). A transient backend failure leaves the shard
+unfinished (the rerun retries it); a per-request failure is an ``llm_error`` drop, never cached.
+
+Every stage here is row-wise (``builders/core/row_reuse.py``): a redone shard sends only its changed videos to the
+model, and each video's counters are its own (``Out.item``).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +47,12 @@ LLM_BACKENDS = {"smollm2": (Requirement("transformers", "llm"), Requirement("ggu
                 "vllm": (Requirement("vllm", "gpu"),), "replay": ()}
 
 
+def _dedup_key(r: Any, located: bool) -> str:
+    """What makes two requests of one call one cache key (``generate_cached`` sends such a pair once)."""
+    return json.dumps([r.messages, r.max_tokens, r.json_schema, list(r.stop), r.guided_regex,
+                       [r.video_id, r.stage] if located else None], sort_keys=True, default=str)
+
+
 def llm_settings(cfg: Any):
     """The backend settings of the key-step stage from the corpus config (the release's model record)."""
     from ...models.llm import LLMSettings
@@ -63,6 +75,8 @@ class _LLMStage(CacheDirStep):
     id_field = "video_id"
     stage = ""
     prompt_id = ""
+    row_wise = True
+    row_wise_batch = True
 
     llm: str
     llm_model_path: str | None
@@ -113,9 +127,18 @@ class _LLMStage(CacheDirStep):
                                stage=self.stage, max_tokens=self.max_tokens, json_schema=schema, guided_regex=regex,
                                stop=RAW_STOP[self.stage] if self.prompt_format == "raw" and not regex else ())
                     for r in rows]
-        results, counters = generate_cached(self.backend, requests, self.cache, LLM_CODE_VERSION)
-        for k, v in counters.items():
-            out.count(k, v)
+        results, _ = generate_cached(self.backend, requests, self.cache, LLM_CODE_VERSION,
+                                     batch_size=self.llm_batch_size)
+        # each video's own counters (row_wise_batch): a cache hit, or the request sent for it; a video whose request
+        # equals an earlier one's in this call (de-duplicated by the cache key) counts as neither, as before
+        seen: set[Any] = set()
+        for r, req, res in zip(rows, requests, results):
+            out.item = r["video_id"]
+            if res.cached:
+                out.count("llm_cache_hits")
+            elif (key := _dedup_key(req, self.backend.keyed_by_location)) not in seen:
+                seen.add(key)
+                out.count("llm_requests")
         return {res.request_id.rsplit("/", 1)[0]: res for res in results}
 
 
@@ -144,6 +167,7 @@ class LLMFilter(_LLMStage):
         results = self._generate(rows, filter_message, out)
         for r in rows:
             vid, res = r["video_id"], results[r["video_id"]]
+            out.item = vid
             if res.error is not None or res.text is None:
                 out.drop(vid, "llm_error", (res.error or "no output")[:300])
                 continue
@@ -170,6 +194,8 @@ class LengthGate(Step):
     name = "length_gate"
     version = "1"
     id_field = "video_id"
+    row_wise = True
+    row_wise_batch = True  # it counts nothing
     reads = {"video_id": str, "duration": Any}
     writes = {}  # none: it only drops
 
@@ -211,6 +237,7 @@ class LLMKeySteps(_LLMStage):
         results = self._generate(rows, keysteps_message, out, schema, regex)
         for r in rows:
             vid, res = r["video_id"], results[r["video_id"]]
+            out.item = vid
             if res.error is not None or res.text is None:
                 out.drop(vid, "llm_error", (res.error or "no output")[:300])
                 continue

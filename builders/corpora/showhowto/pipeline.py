@@ -10,11 +10,17 @@ the short videos). Every step is cached per shard and every model request one by
 Per-item inputs (README.md "Caching and resume"): a manifest row names its video file and its transcript file;
 ``probe``, ``transcribe``, ``keyframe_alignment`` and ``extract_images`` key each shard by the contents of the files
 its rows read (:func:`transcribe.files_digest`), so editing one transcript or one video redoes the shards holding
-that video. No stage is global in its data (the request-cache stages' ``fit`` only names the cache folder).
+that video, and inside them the row-wise steps redo that video alone. No stage is global in its data (the
+request-cache stages' ``fit`` only names the cache folder).
+
+Shards (docs/corpora/showhowto.md, "Shards, batching and caching"): the manifest is cut after each video whose id
+hashes to a boundary (one id in ``shard_size``), not every ``shard_size`` rows, so inserting or removing a manifest
+row changes the one shard that holds it and every later shard keeps its rows (and its cached outputs).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +34,21 @@ from .config import ShowHowToConfig
 from .llm_stages import LengthGate, LLMFilter, LLMKeySteps
 from .transcribe import Probe, Transcribe
 
-DEFAULT_SHARD_SIZE = 4
+#: videos per work shard on average (``--shard-size``): 20,000 videos make about 40 shards, under 0.05 work files a
+#: video, and a shard holds enough prompts for the LLM engine's batches (``llm_batch_size``; the paper preset's vLLM
+#: batch is as large). A shard's rows are in memory at once: at most ``MAX_SHARD_FACTOR`` times this
+DEFAULT_SHARD_SIZE = 512
+#: the bundled sample's 4-video shards, so that its kill-and-resume tests have shards to resume (as HowToStep's 8)
+SAMPLE_SHARD_SIZE = 4
+#: a shard ends after this many times ``shard_size`` records even without a boundary id (a run of ids without one,
+#: probability e^-4 a shard): it bounds a shard's memory; such a cut is by position until the next boundary id
+MAX_SHARD_FACTOR = 4
+
+
+def is_boundary(item_id: str, shard_size: int) -> bool:
+    """Whether a shard ends after the video ``item_id``: its id's sha256, as a number, is a multiple of
+    ``shard_size`` (one id in ``shard_size``; every id when it is 1). Independent of the row's position."""
+    return int.from_bytes(hashlib.sha256(str(item_id).encode("utf-8")).digest()[:8], "big") % shard_size == 0
 
 
 @dataclass(eq=False)
@@ -82,6 +102,12 @@ class ManifestSource(Source):
                    "task": names.get(task_id) if task_id is not None else None,
                    "category_1": (m or {}).get("category_1") or None, "category_2": (m or {}).get("category_2") or None}
 
+    def ends_shard(self, record: Row | Drop, size: int, shard_size: int) -> bool:
+        """A shard ends after a video whose id is a boundary (:func:`is_boundary`), or at ``MAX_SHARD_FACTOR`` times
+        ``shard_size`` records."""
+        item_id = record.item_id if isinstance(record, Drop) else record["video_id"]
+        return size >= MAX_SHARD_FACTOR * shard_size or is_boundary(item_id, shard_size)
+
 
 def steps(cfg: ShowHowToConfig) -> list[Step]:
     """The steps in run order, each given the config keys whose value changes its output (and its execution
@@ -120,4 +146,5 @@ def pipelines(cfg: ShowHowToConfig, shard_size: int = DEFAULT_SHARD_SIZE) -> lis
     return [Pipeline("videos", source, steps(cfg), shard_size=shard_size)]
 
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ManifestSource", "pipelines", "steps"]
+__all__ = ["DEFAULT_SHARD_SIZE", "SAMPLE_SHARD_SIZE", "MAX_SHARD_FACTOR", "ManifestSource", "is_boundary", "pipelines",
+           "steps"]

@@ -7,11 +7,15 @@ Drops: ``video_unreadable``, ``no_audio`` (no audio stream and no transcript), `
 (a declared language other than ``en``; ``any_language`` switches it off), ``malformed_transcript``.
 
 Per-item inputs: a manifest row names its video file and its transcript file, whose contents (not the manifest's) key
-each shard (:meth:`Step.item_digest` through :func:`files_digest`).
+each shard (:meth:`Step.item_digest` through :func:`files_digest`), each file by its size and edges under a cheap
+identity (:mod:`.identity`), not by hashing every video in full.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat as stat_mod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,18 +27,28 @@ from ...models import media
 from ...sources.transcripts import TranscriptError
 from ...sources.video_manifest import read_transcript, segments_from_json
 from ...steps.asr import PYAV, ASRStep
+from .identity import identity_memo
 
 
 def file_sha(path: str | None, memo: Any) -> str:
-    """The content sha256 of one video's file through the fingerprint memo (a ``stat`` and a look-up while unchanged),
-    ``-`` when there is none, the error's name when it cannot be read (a folder in its place: the step fails on it the
-    same way each time)."""
+    """The key of one video's (or transcript's) file: with the build's fingerprint memo, its size and first and last
+    MiB, read once and then remembered under its (size, mtime, inode), the full sha256 only when that identity changes
+    under the same size and edges (:mod:`.identity`); without a memo its content sha256. ``-`` when there is none,
+    what it is when it is not a regular file, the error's name when it cannot be read (a folder in its place: the step
+    fails on it the same way each time)."""
     if not path:
         return "-"
     try:
-        return item_file_sha(path, memo)
+        if memo is None:
+            return item_file_sha(path, None)
+        st = os.stat(path)
+        if not stat_mod.S_ISREG(st.st_mode):  # never opened (a FIFO, a device, a folder): as item_file_sha names it
+            return f"special:{stat_mod.S_IFMT(st.st_mode):o}"
+        return identity_memo(Path(memo.path).parent).key(path, st)
+    except FileNotFoundError:
+        return "-"
     except OSError as e:
-        return f"!{type(e).__name__}"
+        return "symlink-loop" if e.errno == errno.ELOOP else f"!{type(e).__name__}"
 
 
 def files_digest(rows: list[Row], memo: Any, *fields: str) -> str:
@@ -51,6 +65,8 @@ class Probe(Step):
     name = "probe"
     version = "1"
     id_field = "video_id"
+    row_wise = True
+    row_wise_batch = True
     item_fields = ("video_id", "video_path")
     reads = {"video_id": str, "video_path": str, "title": str}
     writes = {"duration": Any, "has_audio": bool, "width": Any, "height": Any}
@@ -61,6 +77,7 @@ class Probe(Step):
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
+            out.item = r["video_id"]  # its counters are its own (row_wise_batch)
             try:
                 info = media.probe(r["video_path"])
             except media.MediaError as e:
@@ -89,6 +106,8 @@ class Transcribe(ASRStep):
     name = "transcribe"
     version = "1"
     id_field = "video_id"
+    row_wise = True
+    row_wise_batch = True
     item_fields = ("video_id", "video_path", "transcript_path")
     reads = {"video_id": str, "video_path": str, "transcript_path": Any, "has_audio": bool}
     writes = {"segments": list, "language": str, "transcript_source": str, "asr_model": str}
@@ -105,7 +124,7 @@ class Transcribe(ASRStep):
 
     def process(self, rows: list[Row], out: Out) -> None:
         for r in rows:
-            vid = r["video_id"]
+            vid = out.item = r["video_id"]  # its counters (ASR requests, cache hits) are its own (row_wise_batch)
             try:
                 if r["transcript_path"] and Path(r["transcript_path"]).exists():
                     t, source, asr_model = read_transcript(r["transcript_path"]), "transcript", ""

@@ -72,11 +72,12 @@ def _request_key_extra(r: LLMRequest, located: bool) -> dict[str, Any]:
 
 
 def generate_cached(backend: LLMBackend, requests: list[LLMRequest], cache: RequestCache | None,
-                    code_version: str) -> tuple[list[LLMResult], dict[str, int]]:
+                    code_version: str, batch_size: int | None = None) -> tuple[list[LLMResult], dict[str, int]]:
     """Results in request order, cached ones flagged ``cached=True``; counters ``{"llm_requests": n_sent,
     "llm_cache_hits": n_hit}``. The key: messages, model id, decoding, prompt id, code version (docs/corpora/howtostep.md).
-    Misses (one per distinct key) go to ``backend.generate`` in one call; successful texts are stored, errors never.
-    A backend with ``keyed_by_location`` True (replay) also has video id and chunk index in its keys.
+    Misses (one per distinct key) go to ``backend.generate`` in one call, or with ``batch_size`` in calls of
+    ``batch_size`` (the last one holds the rest; each call isolated on its own); successful texts are stored, errors
+    never. A backend with ``keyed_by_location`` True (replay) also has video id and chunk index in its keys.
     """
     decoding = backend.decoding()
     located = bool(backend.keyed_by_location)  # replay: the answer depends on (video, chunk)
@@ -92,7 +93,8 @@ def generate_cached(backend: LLMBackend, requests: list[LLMRequest], cache: Requ
         else:
             first.setdefault(k, i)
     sent = [requests[i] for i in first.values()]
-    fresh = _generate_isolated(backend, sent) if sent else []
+    step = max(1, batch_size) if batch_size else max(1, len(sent))
+    fresh = [res for a in range(0, len(sent), step) for res in _generate_isolated(backend, sent[a:a + step])]
     by_key = dict(zip(first, fresh))
     for i, (r, k) in enumerate(zip(requests, keys)):
         if results[i] is None:
