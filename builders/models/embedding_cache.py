@@ -30,6 +30,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -62,9 +63,18 @@ class EmbeddingCache:
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, sha TEXT, "
-                       "PRIMARY KEY (model, key))")
+            # two workers opening the file at once: switching to WAL can answer "database is locked" at once, without
+            # waiting on the busy timeout; it is transient, so it is retried (at most about 30 s)
+            for attempt in range(300):
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.execute("CREATE TABLE IF NOT EXISTS emb (model TEXT, key TEXT, vec BLOB, sha TEXT, "
+                               "PRIMARY KEY (model, key))")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or attempt == 299:
+                        raise
+                    time.sleep(0.1)
             add_sha_column(db, "emb")
         except sqlite3.DatabaseError:
             db.close()
