@@ -29,11 +29,20 @@ class Swap(Step):
     """Eq. 6-7: replace each ASR segment by its nearest recipe step (cosine of sentence embeddings, MPNet in the
     paper) when the similarity is >= lambda_sim = 0.75; discard it otherwise. The pool is every step of R²
     (``global``, literal Eq. 6) or the video's own kept recipes (``paired``). ``sieve_settings`` (the sieves'
-    thresholds) are written into each row's provenance."""
+    thresholds) are written into each row's provenance.
+
+    Row-wise (builders/core/row_reuse.py): a video's swap depends on its row, the parameters and the pool alone, so a
+    redone shard swaps only its changed videos, in one call. For that, each video's segments are embedded in an
+    encoder call of their own (cached per video): a transformer's last bits depend on the padded batch a text is
+    encoded in, so embedding a shard's segments together would make a video's similarities depend on its shard
+    mates. The global search stays one blocked matrix product over all the videos' segments (its rows do not depend
+    on the other rows, except through the matrix-vector path of a one-row product, which is never taken)."""
 
     name = "swap"
-    version = "4"
+    version = "5"
     id_field = "video_id"
+    row_wise = True
+    row_wise_batch = True
     side_inputs = ("recipes",)
     reads = {"video_id": str, "asr_segments": list, "recipe_ids": list}
     writes = {"swapped": list, "discarded_asr_indices": list, "provenance": dict}
@@ -138,14 +147,28 @@ class Swap(Step):
             return np.zeros(0, dtype=np.int64)
         return np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
 
-    def process(self, rows: list[Row], out: Out) -> None:
+    def _embed(self, rows: list[Row]) -> np.ndarray:
+        """The ASR segments of ``rows``, in order, each video's embedded in one encoder call of its own (cached under
+        the set of that video's distinct texts): a video's vectors never depend on the other rows."""
         from ...models.embedding_cache import encode_set_cached
 
+        parts = [encode_set_cached(self.encoder, [s["text"] for s in r["asr_segments"]], self.cache) for r in rows]
+        parts = [p for p in parts if len(p)]
+        return np.concatenate(parts) if parts else np.zeros((0, self.encoder.dim), dtype=np.float32)
+
+    def _search_all(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The global search of every segment of a batch at once. A one-row product would take BLAS's
+        matrix-vector path, whose last bits differ from the matrix-matrix one: one segment is searched as two rows."""
+        if len(emb) != 1:
+            return self._search(emb, None)
+        sims, idx = self._search(np.concatenate([emb, emb]), None)
+        return sims[:1], idx[:1]
+
+    def process(self, rows: list[Row], out: Out) -> None:
         st = self.state
-        texts = [s["text"] for r in rows for s in r["asr_segments"]]
-        emb = encode_set_cached(self.encoder, texts, self.cache)
+        emb = self._embed(rows)
         if self.retrieval_pool == "global":
-            sims, idx = self._search(emb, None)
+            sims, idx = self._search_all(emb)
         offset = 0
         provenance = {
             "builder_version": TOOLKIT_VERSION, "embedding_model": st["model_id"],
@@ -155,6 +178,7 @@ class Swap(Step):
             "title_match": self.sieve_settings["title_match"], "retrieval_pool": self.retrieval_pool,
             "top_k": self.top_k}
         for r in rows:
+            out.item = r["video_id"]  # its counters are its own (row_wise_batch)
             n = len(r["asr_segments"])
             if self.retrieval_pool == "global":
                 v_sims, v_idx = sims[offset:offset + n], idx[offset:offset + n]
@@ -183,6 +207,7 @@ class Swap(Step):
                 out.drop(r["video_id"], "no_swapped_segments", f"best similarity {best:.3f} of {n} segments")
                 continue
             out.keep({**r, "swapped": kept, "discarded_asr_indices": discarded, "provenance": provenance})
+        out.item = None
 
 
 @dataclass(eq=False)

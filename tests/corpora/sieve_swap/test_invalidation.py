@@ -199,3 +199,49 @@ def test_editing_one_recipe_reruns_only_the_videos_it_can_pair_with(tmp_path):
     after = _tables(tmp_path / "out")
     _build(tmp_path / "fresh", inputs)
     assert after == _tables(tmp_path / "fresh")
+
+
+def test_one_edited_caption_word_swaps_that_video_alone(tmp_path):
+    """Issue 36 item 4, the swap: with every video in one shard, one word of one caption line of ``EDITED`` redoes the
+    swap shard but swaps that video alone (the swap is row-wise: the other videos' rows are reused, and the encoder
+    embeds that video's segments only); the release equals a fresh build from the edited inputs, row for row."""
+    from builders.models import embedding_cache
+
+    inputs = _inputs(tmp_path, "raw")
+    args = ["--shard-size", "256"]
+    out = tmp_path / "out"
+    assert main([*_args(out, inputs), *args]) == 0
+    stats = json.loads((out / "sieve_swap" / "stats.json").read_text())["steps"]["swap"]
+    assert stats["shards"] == 1 and stats["kept"] >= 3                  # every video in the one shard
+
+    path = Path(next(f for f in inputs if f.startswith("--transcripts=")).split("=", 1)[1])
+    data = json.loads(path.read_text())
+    first = data[EDITED]["text"][1]
+    assert first.startswith("today im making")
+    data[EDITED]["text"][1] = first.replace("today", "now")
+    path.write_text(json.dumps(data))
+
+    encoded: list[list[str]] = []
+    real = embedding_cache.encode_set_cached
+
+    def counting(encoder, texts, cache):
+        encoded.append(list(texts))
+        return real(encoder, texts, cache)
+
+    embedding_cache.encode_set_cached = counting
+    try:
+        corpus = load_corpus("sieve_swap")
+        cfg, _ = corpus.resolve_inputs(resolve_config(corpus, make_parser().parse_args([*_args(out, inputs), *args])))
+        result = run_pipelines(corpus.pipelines(cfg, 256), out / ".work" / "sieve_swap", LocalRunner(),
+                               progress=False, log=lambda *_: None)
+    finally:
+        embedding_cache.encode_set_cached = real
+    swap = result.steps["swap"]
+    assert swap.computed_shards == 1 and swap.rows_reused == stats["rows_in"] - 1
+    assert len(encoded) == 1 and "now im making my favorite banana bread" in encoded[0]   # that video's segments
+    assert len(encoded[0]) <= len(data[EDITED]["text"])
+
+    assert main([*_args(out, inputs), *args]) == 0
+    after = _tables(out)
+    assert main([*_args(tmp_path / "fresh", inputs), *args]) == 0
+    assert after == _tables(tmp_path / "fresh")
