@@ -298,9 +298,7 @@ def test_editing_transcripts_or_exclusions_in_place_reruns_exactly_the_shards_be
         assert steps[redone]["computed_shards"] == 1, redone
     for redone in ("swap", "merge"):
         assert steps[redone]["computed_shards"] == 1 < steps[redone]["shards"], redone
-    # row-wise: the edit empties a transcript, so the redone swap shard lost that video and swaps none of the others
-    # again (its other rows reused; rows_in counts the cached shards' rows too)
-    assert 1 <= steps["swap"]["rows_reused"] < steps["swap"]["rows_in"]
+    # (the row-wise swap reusing the other rows of a redone shard: test_invalidation.py)
     ids = {r["video_id"] for rows in release_tables(out).values() for r in rows if "video_id" in r}
     assert vid not in ids
     assert stats["drops"]["empty_transcript"] == json.loads((sample / "stats.json").read_text())["drops"][
