@@ -108,11 +108,19 @@ class KeyframeAlignment(Step):
     grid ``fps``, the window margin ``epsilon``, the step checks ``min_steps`` / ``range_tolerance`` and the CLIP
     model (``clip_backend`` hf | open_clip | plugin, ``clip_model_path``, ``clip_arch``). The CLIP checkpoint (or a
     ``file.py`` plug-in) is fingerprinted (:meth:`input_paths`); each row's video file keys its shard. The device,
-    batch size and decode workers say how the model runs (not part of the cache key)."""
+    batch size and decode workers say how the model runs (not part of the cache key).
+
+    Row-wise (builders/core/row_reuse.py): a video's alignment depends on its row, its video file and the model, so
+    a redone shard decodes only its changed videos, in one call (the CLIP frames of those videos share the encoder's
+    full batches). One caveat, as for any batched GPU model: a frame's embedding may differ in its last bits with
+    the batch it was encoded in (the last, partial batch of a call has another size), so a re-aligned video's
+    ``score`` can differ in its last bits from a fresh build's; ``middle`` is exact."""
 
     name = "keyframe_alignment"
     version = "1"
     id_field = "video_id"
+    row_wise = True
+    row_wise_batch = True
     item_fields = ("video_id", "video_path")
     reads = {"video_id": str, "video_path": str, "duration": Any, "steps": list}
     writes = {"steps": list, "t_last": float, "num_grid_frames": int, "aligner": str, "alignment_objective": float,
@@ -215,6 +223,7 @@ class KeyframeAlignment(Step):
                     np.array([s["end"] for s in r["steps"]], np.float64)) for r in rows]
         for r, (starts, ends), (n, feats) in zip(rows, windows, self._decoded(rows, windows)):
             vid, steps = r["video_id"], r["steps"]
+            out.item = vid  # its counters are its own (row_wise_batch)
             if isinstance(n, media.MediaError):
                 out.drop(vid, "video_unreadable", n.detail or str(n))
                 continue
@@ -254,6 +263,7 @@ class KeyframeAlignment(Step):
             out.keep({**r, "steps": new_steps, "t_last": t_last, "num_grid_frames": n, "aligner": aligner,
                       "alignment_objective": float(total),
                       "mean_score": float(np.mean(scored)) if scored else None})
+        out.item = None
 
 
 def encode_jpeg(frame: np.ndarray, quality: int = 95, max_side: int | None = None) -> bytes:
@@ -273,11 +283,13 @@ class ExtractImages(Step):
     """``images`` config only: grid frame ``g*_k`` of each step, i.e. what the upstream command
     ``ffmpeg -i V -vf "fps=5,select=gte(t\\,START_SEC),select=eq(n\\,FRAME_IDX)" -vframes 1`` returns for the
     recorded ``start_sec``/``frame_idx``. A failure is ``frame_extraction_failed``: counted, the row stays in
-    ``sequences`` without images. Without ``with_images`` it keeps every row as it is."""
+    ``sequences`` without images. Without ``with_images`` it keeps every row as it is. Row-wise: a redone shard
+    extracts the frames of its changed videos only."""
 
     name = "extract_images"
     version = "1"
     id_field = "video_id"
+    row_wise = True
     item_fields = ("video_id", "video_path")
     reads = {"video_id": str, "video_path": str, "steps": list}
     #: with ``with_images`` only; ``images_error`` only when the frames could not be extracted (``images`` None)

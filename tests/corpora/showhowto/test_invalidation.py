@@ -46,16 +46,16 @@ def _build(out: Path, root: Path, shard_size: int = 2) -> dict:
     return json.loads((out / "showhowto" / "stats.json").read_text())
 
 
-#: the row-wise steps of the pipeline; the alignment steps (``align.py``) redo their shard whole
+#: the row-wise steps of the pipeline: every step after the source
 ROW_WISE = (transcribe.Probe, transcribe.Transcribe, llm_stages.LLMFilter, llm_stages.LengthGate,
-            llm_stages.LLMKeySteps)
+            llm_stages.LLMKeySteps, align.KeyframeAlignment, align.ExtractImages)
 
 
 @pytest.fixture
 def processed(monkeypatch) -> dict[str, list[str]]:
     """The video ids each step's ``process`` is given in this process (the local runner), per step name."""
     seen: dict[str, list[str]] = {}
-    for cls in (*ROW_WISE, align.KeyframeAlignment, align.ExtractImages):
+    for cls in ROW_WISE:
         def spy(self, rows, out, _orig=cls.process):
             seen.setdefault(self.name, []).extend(r["video_id"] for r in rows)
             return _orig(self, rows, out)
@@ -98,7 +98,7 @@ def test_editing_one_transcript_or_one_video_redoes_only_that_video(tmp_path, pr
     assert _computed(st) == {"read_manifest": 0, "probe": 0, **{k: 1 for k in AFTER_TRANSCRIBE}}
     # its shard's other rows are reused: transcribe alone sees the video, which then drops (nothing after it runs)
     assert _row_wise(processed) == {"probe": [], "transcribe": ["shwRoastVg1"], "llm_filter": [], "length_gate": [],
-                                    "llm_keysteps": []}
+                                    "llm_keysteps": [], "keyframe_alignment": [], "extract_images": []}
     assert st["drops"]["non_english"] == first["drops"]["non_english"] + 1
     after_transcript = _release(tmp_path / "out")
     assert after_transcript != before
@@ -112,7 +112,8 @@ def test_editing_one_transcript_or_one_video_redoes_only_that_video(tmp_path, pr
     assert _computed(st) == {"read_manifest": 0, "probe": 1, "transcribe": 1, "llm_filter": 0, "length_gate": 0,
                              "llm_keysteps": 0, "keyframe_alignment": 1, "extract_images": 0}
     assert _row_wise(processed) == {"probe": ["shwAsrTea01"], "transcribe": ["shwAsrTea01"], "llm_filter": [],
-                                    "length_gate": [], "llm_keysteps": []}
+                                    "length_gate": [], "llm_keysteps": [], "keyframe_alignment": ["shwAsrTea01"],
+                                    "extract_images": []}
     work = st["this_build"]["counters"]  # that video's ASR: answered by the request cache, no ASR ran
     assert work.get("asr_cache_hits") == 1 and "asr_requests" not in work
     assert _release(tmp_path / "out") == after_transcript
@@ -146,7 +147,6 @@ def test_inserting_or_removing_one_manifest_row_recomputes_that_video_only(tmp_p
     # the manifest is listed again (same bytes for the unchanged shards); each later stage redoes one shard
     assert {k: v for k, v in _computed(st).items() if k != "read_manifest"} == {k: 1 for k in AFTER_PROBE}
     assert _row_wise(processed) == {k: [inserted] for k in _row_wise(processed)}
-    assert inserted in processed["keyframe_alignment"]  # its shard, redone whole (not row-wise)
     work = st["this_build"]["counters"]  # its filter and key-step requests, and nothing from the cache
     assert work["llm_requests"] == 2 and "llm_cache_hits" not in work
     assert st["this_build"]["rows_reused"] > 0
