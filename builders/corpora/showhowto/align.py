@@ -111,10 +111,9 @@ class KeyframeAlignment(Step):
     batch size and decode workers say how the model runs (not part of the cache key).
 
     Row-wise (builders/core/row_reuse.py): a video's alignment depends on its row, its video file and the model, so
-    a redone shard decodes only its changed videos, in one call (the CLIP frames of those videos share the encoder's
-    full batches). One caveat, as for any batched GPU model: a frame's embedding may differ in its last bits with
-    the batch it was encoded in (the last, partial batch of a call has another size), so a re-aligned video's
-    ``score`` can differ in its last bits from a fresh build's; ``middle`` is exact."""
+    a redone shard decodes only its changed videos, in one call (their CLIP frames share the encoder's full
+    batches). Every batch has the same shape (the last one padded: builders/models/frame_decode.py), so a frame's
+    embedding does not depend on the frames beside it, and a re-aligned video's row is the fresh build's."""
 
     name = "keyframe_alignment"
     version = "1"
