@@ -26,12 +26,12 @@ from builders.core.step import Pipeline
 from tests.core.toy import Numbers
 from tests.core.toy_gpu import NodeTag
 
-def pipes():
-    return [Pipeline("numbers", Numbers(n=40), [NodeTag()], shard_size=4)]
+def pipes(meet_dir=""):
+    return [Pipeline("numbers", Numbers(n=40), [NodeTag(meet_dir=meet_dir)], shard_size=4)]
 
 runner = make_runner("ray", 2, sys.argv[1])
-try:
-    res = run_pipelines(pipes(), Path(sys.argv[2]) / "ray", runner, progress=False)
+try:  # each shard waits until both nodes have run one (the second actor's start is slow on a loaded machine)
+    res = run_pipelines(pipes(str(Path(sys.argv[2]) / "nodes")), Path(sys.argv[2]) / "ray", runner, progress=False)
 finally:
     runner.close()
 local = run_pipelines(pipes(), Path(sys.argv[2]) / "local", LocalRunner(), progress=False)
