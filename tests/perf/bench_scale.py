@@ -732,6 +732,18 @@ def _ok(value: float | None, limit: float, below: bool = True) -> bool | None:
     return value <= limit if below else value >= limit
 
 
+def across_sizes(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
+    """Peak RSS growth and CPU-per-video drift from the smallest to the largest size, with their pass marks (none
+    for one size)."""
+    cross: dict[str, Any] = {"small": small["n"], "large": large["n"]}
+    if large["n"] > small["n"]:
+        cross["rss_growth"] = large["fresh"]["peak_rss"] / small["fresh"]["peak_rss"] - 1
+        cross["cpu_per_video_drift"] = large["per_video"]["cpu_s"] / small["per_video"]["cpu_s"] - 1
+        cross["pass"] = {"rss_within_25pct": _ok(cross["rss_growth"], TARGET_RSS_GROWTH),
+                         "cpu_per_video_within_20pct": _ok(abs(cross["cpu_per_video_drift"]), TARGET_CPU_DRIFT)}
+    return cross
+
+
 def evaluate(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Targets per (corpus, size) and across sizes, and the projection to HTM-370K."""
     out: dict[str, Any] = {}
@@ -771,12 +783,7 @@ def evaluate(results: list[dict[str, Any]]) -> dict[str, Any]:
                     t["pass"][f"{key}_lt_10pct"] = _ok(t[f"{key}_share"], TARGET_EDIT_SHARE)
             sizes[r["n"]] = t
         small, large = rs[0], rs[-1]
-        cross: dict[str, Any] = {"small": small["n"], "large": large["n"]}
-        if large["n"] > small["n"]:
-            cross["rss_growth"] = large["fresh"]["peak_rss"] / small["fresh"]["peak_rss"] - 1
-            cross["cpu_per_video_drift"] = large["per_video"]["cpu_s"] / small["per_video"]["cpu_s"] - 1
-            cross["pass"] = {"rss_within_25pct": _ok(cross["rss_growth"], TARGET_RSS_GROWTH),
-                             "cpu_per_video_within_20pct": _ok(abs(cross["cpu_per_video_drift"]), TARGET_CPU_DRIFT)}
+        cross = across_sizes(small, large)
         # projection: CPU linear in N from the largest size; memory linear in N from the two largest sizes
         cpu_h = large["per_video"]["cpu_s"] * HTM_370K / 3600
         toolkit_h = large["per_video"]["toolkit_cpu_ms"] / 1000 * HTM_370K / 3600

@@ -48,9 +48,7 @@ VIDEOS_1_24M = 1_240_000  # Souček et al., CVPR 2025, Sec. 3.2: HowTo100M video
 DISTINCT = 4              # distinct generated videos, linked to by every video
 SECONDS, FPS, WIDTH, HEIGHT = 60, 5, 64, 48
 
-# ---- issue 35 targets
-TARGET_RSS_GROWTH = 0.25
-TARGET_CPU_DRIFT = 0.20
+# ---- issue 35 targets (peak RSS growth and CPU drift across sizes: bench_scale.across_sizes)
 TARGET_CACHED_SHARE = 0.05
 TARGET_EDIT_SHARE = 0.10
 TARGET_TOOLKIT_MS = 50.0
@@ -304,12 +302,7 @@ def evaluate(results: list[dict[str, Any]]) -> dict[str, Any]:
                      "work_files_le_0.5": _ok(pv["work_files"], TARGET_WORK_FILES)}
         sizes[r["n"]] = t
     small, large = rs[0], rs[-1]
-    cross: dict[str, Any] = {"small": small["n"], "large": large["n"]}
-    if large["n"] > small["n"]:
-        cross["rss_growth"] = large["fresh"]["peak_rss"] / small["fresh"]["peak_rss"] - 1
-        cross["cpu_per_video_drift"] = large["per_video"]["cpu_s"] / small["per_video"]["cpu_s"] - 1
-        cross["pass"] = {"rss_within_25pct": _ok(cross["rss_growth"], TARGET_RSS_GROWTH),
-                         "cpu_per_video_within_20pct": _ok(abs(cross["cpu_per_video_drift"]), TARGET_CPU_DRIFT)}
+    cross = _bench_scale().across_sizes(small, large)
     toolkit_h = large["per_video"]["toolkit_cpu_ms"] / 1000 * VIDEOS_1_24M / 3600
     if len(rs) >= 2 and rs[-1]["n"] > rs[-2]["n"]:
         a, b = rs[-2], rs[-1]
